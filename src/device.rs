@@ -1,0 +1,167 @@
+//! The node model's devices: one entry per PCI function (or per vendor-backend partition),
+//! with the class it belongs to, the names it is known by, the identity its vendor runtime
+//! accepts, and its locality. Built by [`crate::enumerate`], read by [`crate::plan`] and
+//! [`crate::env`].
+
+use crate::cpuset::CpuSet;
+use crate::topology::PciBusId;
+use std::fmt;
+
+/// The device classes a spec can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceClass {
+    Gpu,
+    Network,
+    Block,
+}
+
+impl fmt::Display for DeviceClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceClass::Gpu => "gpu",
+            DeviceClass::Network => "network",
+            DeviceClass::Block => "block",
+        })
+    }
+}
+
+/// The vendor of a device, as far as the variables we write care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    Nvidia,
+    Amd,
+    Intel,
+    /// Mellanox / NVIDIA networking (PCI vendor 15b3).
+    Mellanox,
+    Other,
+}
+
+impl Vendor {
+    pub fn from_pci(vendor_id: u16) -> Vendor {
+        match vendor_id {
+            0x10de => Vendor::Nvidia,
+            0x1002 => Vendor::Amd,
+            0x8086 => Vendor::Intel,
+            0x15b3 => Vendor::Mellanox,
+            _ => Vendor::Other,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+            Vendor::Intel => "intel",
+            Vendor::Mellanox => "mellanox",
+            Vendor::Other => "other",
+        }
+    }
+}
+
+/// Which Level Zero hierarchy model (`ZE_FLAT_DEVICE_HIERARCHY`) a set of ordinals belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum ZeHierarchy {
+    Flat,
+    Composite,
+    Combined,
+}
+
+impl ZeHierarchy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ZeHierarchy::Flat => "FLAT",
+            ZeHierarchy::Composite => "COMPOSITE",
+            ZeHierarchy::Combined => "COMBINED",
+        }
+    }
+
+    /// Reads an environment value the way the Level Zero driver does (case-insensitive
+    /// here for robustness; anything else is `None`, i.e. "the driver's default").
+    pub fn parse(value: &str) -> Option<ZeHierarchy> {
+        match value.trim().to_ascii_uppercase().as_str() {
+            "FLAT" => Some(ZeHierarchy::Flat),
+            "COMPOSITE" => Some(ZeHierarchy::Composite),
+            "COMBINED" => Some(ZeHierarchy::Combined),
+            _ => None,
+        }
+    }
+}
+
+/// The name a GPU's vendor runtime accepts for it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum GpuIdentity {
+    /// `GPU-<uuid>` as NVML reports it, for `CUDA_VISIBLE_DEVICES`.
+    Nvidia { uuid: String },
+    /// 16 lowercase hex digits (zero-padded), used as `GPU-<id>` in `ROCR_VISIBLE_DEVICES`.
+    Amd { unique_id: String },
+    /// The Level Zero driver index and device index hwloc recorded, for `ZE_AFFINITY_MASK`.
+    LevelZero { driver: u32, device: u32 },
+}
+
+impl GpuIdentity {
+    /// The text shown to users and matched by a name spec (`GPU-...`, `ze:0.1`).
+    pub fn display_id(&self) -> String {
+        match self {
+            GpuIdentity::Nvidia { uuid } => uuid.clone(),
+            GpuIdentity::Amd { unique_id } => format!("GPU-{unique_id}"),
+            GpuIdentity::LevelZero { driver, device } => format!("ze:{driver}.{device}"),
+        }
+    }
+}
+
+/// Where a GPU's identity came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentitySource {
+    /// An hwloc backend's info key (`NVIDIAUUID` on `nvml0`, `AMDUUID` on `rsmi0` ...).
+    Hwloc { osdev: String, key: String },
+    /// A kernel driver file (`/proc/driver/nvidia/gpus/<busid>/information` ...).
+    DriverFile { path: String },
+}
+
+/// One device of the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub class: DeviceClass,
+    /// `None` for devices with no PCI parent (sorted last, by name).
+    pub busid: Option<PciBusId>,
+    /// The primary OS device name (`cuda0`, `rsmi3`, `mlx5_0`, `nvme0n1`, `renderD128`).
+    pub name: String,
+    /// Every OS device name of this device, in topology order.
+    pub osnames: Vec<String>,
+    pub vendor: Vendor,
+    pub pci_vendor_id: Option<u16>,
+    pub pci_class_id: Option<u16>,
+    /// The identity the vendor runtime accepts (GPUs only).
+    pub identity: Option<GpuIdentity>,
+    pub identity_source: Option<IdentitySource>,
+    /// Why a GPU has no identity (missing backend info, duplicated values ...).
+    pub identity_problem: Option<String>,
+    /// The CPUs of the nearest non-I/O ancestor.
+    pub locality: CpuSet,
+    /// Index of that ancestor in [`crate::topology::Topology::objects`].
+    pub locality_obj: usize,
+    /// Network: OpenFabrics device name for NCCL/UCX (`mlx5_0`), if any.
+    pub ofed_name: Option<String>,
+    /// Network: the OpenFabrics ports hwloc reported active (`Port<N>State` = 4), ascending.
+    pub active_ports: Vec<u32>,
+    /// The device's PMIx UUID (`gpu://host::nvml0`, `fab://guid::guid`, `ipv4://mac`).
+    pub pmix_id: Option<String>,
+}
+
+impl Device {
+    /// The bus id as text, or `-` for a device with no PCI parent.
+    pub fn busid_text(&self) -> String {
+        self.busid.map(|b| b.to_string()).unwrap_or_else(|| "-".into())
+    }
+
+    /// Whether a name spec (`mlx5_0`, `GPU-46f7...`, `0000:06:00.0`, a PMIx id) names this device.
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.osnames.iter().any(|n| n == name)
+            || self.identity.as_ref().is_some_and(|id| id.display_id().eq_ignore_ascii_case(name))
+            || self.pmix_id.as_deref() == Some(name)
+            || self.busid.is_some_and(|b| b.to_string() == name.to_ascii_lowercase())
+    }
+}

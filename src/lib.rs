@@ -1,0 +1,14 @@
+//! map-by-device: place each task of a Slurm step against its own device (GPU, network
+//! adapter, disk), bind it to the CPUs next to that device, and name the device in the
+//! variables its runtime reads.
+//!
+//! Data flows one way (see `docs/ARCHITECTURE.md`):
+//! spec text -> [`spec::Spec`]; hwloc -> [`topology::Topology`] ([`load`], the only module
+//! that touches hwloc) -> devices ([`enumerate`]); (spec, node, step facts) -> [`plan::Plan`]
+//! -> per task a CPU set and an environment ([`env`]). Nothing in this crate touches Slurm;
+//! the SPANK plugin in `spank/` is a thin caller.
+
+pub mod cpuset;
+pub mod device;
+pub mod load;
+pub mod topology;

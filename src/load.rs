@@ -1,0 +1,1 @@
+//! The topology loader: the only module that talks to hwloc. (Being written.)
