@@ -4,11 +4,15 @@
 //!
 //! Data flows one way (see `docs/ARCHITECTURE.md`):
 //! spec text -> [`spec::Spec`]; hwloc -> [`topology::Topology`] ([`load`], the only module
-//! that touches hwloc) -> devices ([`enumerate`]); (spec, node, step facts) -> [`plan::Plan`]
-//! -> per task a CPU set and an environment ([`env`]). Nothing in this crate touches Slurm;
-//! the SPANK plugin in `spank/` is a thin caller.
+//! that touches hwloc) -> [`node::Node`] (devices from [`enumerate`]); (spec, node, step
+//! facts) -> [`plan::Plan`] -> per task a CPU set and an environment ([`env`]). Nothing in
+//! this crate touches Slurm; the SPANK plugin in `spank/` is a thin caller.
 
 pub mod cpuset;
 pub mod device;
+pub mod enumerate;
 pub mod load;
+pub mod node;
+pub mod plan;
+pub mod spec;
 pub mod topology;

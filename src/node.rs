@@ -1,0 +1,45 @@
+//! The node model: a topology plus its enumerated devices, built once per step (plugin) or
+//! per command (CLI) and read by the planner.
+
+use crate::device::{Device, DeviceClass, ZeHierarchy};
+use crate::topology::Topology;
+use std::path::PathBuf;
+
+/// Where identities and names come from, beyond the topology itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeOptions {
+    /// Host name for PMIx GPU ids (`gpu://<host>::nvml0`); defaults to the topology's HostName.
+    pub hostname: Option<String>,
+    /// Root of the kernel's /proc for driver identity files (NVIDIA); `None` = do not read.
+    pub proc_root: Option<PathBuf>,
+    /// Root of /sys for driver identity files (AMD `unique_id`); `None` = do not read.
+    pub sys_root: Option<PathBuf>,
+    /// The Level Zero hierarchy model in force where the topology was discovered.
+    pub ze_hierarchy: Option<ZeHierarchy>,
+}
+
+/// A node's topology and its devices in PCI-bus order.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub topology: Topology,
+    pub devices: Vec<Device>,
+    pub options: NodeOptions,
+}
+
+impl Node {
+    /// Enumerates the devices of `topology` (see [`crate::enumerate`]).
+    pub fn new(topology: Topology, options: NodeOptions) -> Node {
+        let devices = crate::enumerate::devices(&topology, &options);
+        Node { topology, devices, options }
+    }
+
+    /// The devices of one class, in order, as indexes into `devices`.
+    pub fn class_indexes(&self, class: DeviceClass) -> Vec<usize> {
+        (0..self.devices.len()).filter(|&i| self.devices[i].class == class).collect()
+    }
+
+    /// The host name used in ids and messages.
+    pub fn hostname(&self) -> &str {
+        self.options.hostname.as_deref().or(self.topology.hostname.as_deref()).unwrap_or("localhost")
+    }
+}
