@@ -61,11 +61,10 @@ impl CpuSet {
 
     /// The CPUs in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &word)| {
-            (0..64u32)
-                .filter(move |b| word & (1u64 << b) != 0)
-                .map(move |b| i as u32 * 64 + b)
-        })
+        self.words
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &word)| (0..64u32).filter(move |b| word & (1u64 << b) != 0).map(move |b| i as u32 * 64 + b))
     }
 
     pub fn first(&self) -> Option<u32> {
@@ -73,10 +72,7 @@ impl CpuSet {
     }
 
     pub fn is_subset(&self, other: &CpuSet) -> bool {
-        self.words
-            .iter()
-            .enumerate()
-            .all(|(i, w)| w & !other.words.get(i).copied().unwrap_or(0) == 0)
+        self.words.iter().enumerate().all(|(i, w)| w & !other.words.get(i).copied().unwrap_or(0) == 0)
     }
 
     /// `self` contains `other` and something more.
@@ -102,12 +98,7 @@ impl CpuSet {
     }
 
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
-        let words = self
-            .words
-            .iter()
-            .enumerate()
-            .map(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0))
-            .collect();
+        let words = self.words.iter().enumerate().map(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0)).collect();
         Self::trimmed(words)
     }
 

@@ -8,11 +8,15 @@
 //! facts) -> [`plan::Plan`] -> per task a CPU set and an environment ([`env`]). Nothing in
 //! this crate touches Slurm; the SPANK plugin in `spank/` is a thin caller.
 
+pub mod config;
 pub mod cpuset;
 pub mod device;
+pub mod driver_ids;
 pub mod enumerate;
+pub mod env;
 pub mod load;
 pub mod node;
 pub mod plan;
+pub mod report;
 pub mod spec;
 pub mod topology;

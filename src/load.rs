@@ -1,1 +1,331 @@
-//! The topology loader: the only module that talks to hwloc. (Being written.)
+//! The topology loader: turns an hwloc topology (this machine, or an `lstopo` XML export)
+//! into the plain-data [`Topology`] that the rest of the crate reads.
+//!
+//! This is the only module that talks to hwloc, so hwloc's quirks stay here: I/O objects
+//! must be asked for, `hwlocality` panics on some inputs, hwloc 2.9 refuses the v3 XML
+//! that hwloc 3 writes, and hwloc lets the process environment replace the machine with
+//! a file. Every failure becomes a one-line [`LoadError`] that names the input and the fix.
+//
+// --- Implementation notes ---
+//
+// Environment (live()): with no explicit source, `hwloc_topology_load` (hwloc 2.9) reads
+// HWLOC_FSROOT, HWLOC_CPUID_PATH, HWLOC_SYNTHETIC and HWLOC_XMLFILE (first one set wins,
+// unless HWLOC_COMPONENTS is set, which picks components itself); the Linux backend reads
+// HWLOC_FSROOT again, HWLOC_THISSYSTEM overrides `is_this_system`, HWLOC_PCI_LOCALITY and
+// HWLOC_PCI_<dom>_<bus>_LOCALCPUS rewrite device locality, HWLOC_ALLOW=all ignores
+// cgroups, and HWLOC_PLUGINS_PATH makes `hwloc_topology_init` dlopen plugins from any
+// directory (Debian ships hwloc's PCI and libxml support as plugins). hwloc has no API that
+// turns this off: there is no "force the Linux backend" call (hwloc 2 removed
+// `set_fsroot`), and measured here, blacklisting the "xml"/"synthetic" components with
+// `hwloc_topology_set_components` does NOT stop HWLOC_XMLFILE or HWLOC_SYNTHETIC (they are
+// force-enabled past the blacklist; it only stops HWLOC_COMPONENTS=xml). Editing the
+// environment around the call is not an option either: setenv/unsetenv race with every
+// other thread of slurmstepd. So `live()` refuses to load while any HWLOC_* variable is set,
+// except the few that only change what hwloc prints to stderr (deny by default: hwloc
+// gains variables over releases), and then checks `is_this_system()` as a second guard.
+// `tests/load.rs` runs live() in a child process with HWLOC_XMLFILE set to prove it.
+//
+// Whole machine: every load sets INCLUDE_DISALLOWED, so the tree is the node, not the
+// part of it the calling process's cgroup allows (slurmstepd runs inside the step's
+// cgroup). Whoever plans intersects with the step's CPUs. This changes nothing for the
+// stored XML exports (measured: same PU counts either way).
+//
+// XML files are read by Rust (a missing or unreadable path is an io::Error naming the path;
+// `hwlocality`'s own `from_xml_file` panics on a missing path) and handed to hwloc as a
+// buffer. Invalid UTF-8 is replaced (only info strings could carry it). On rejection the
+// text is sniffed for `version="3` to explain hwloc 2.9's refusal of hwloc 3's format.
+//
+// Panics: `hwlocality` uses `expect`/`unreachable!` for "cannot happen" hwloc answers; each
+// load runs inside `catch_unwind` and a panic becomes `LoadError::Panicked`.
+//
+// Objects are matched to indexes by address (`&TopologyObject` is a reference into the
+// hwloc tree, stable while the topology lives), which needs no trust in gp_index values
+// read from an XML file.
+
+use crate::cpuset::{CpuSet, MAX_CPU};
+use crate::topology::{CpuObject, LooseOsDevice, ObjKind, OsDevice, PciBusId, PciFunction, Topology};
+use hwlocality::object::attributes::ObjectAttributes;
+use hwlocality::object::types::{OSDeviceType, ObjectType};
+use hwlocality::object::TopologyObject;
+use hwlocality::topology::builder::{BuildFlags, StringInputError, TopologyBuilder, TypeFilter};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+/// Why a topology could not be loaded. Each message is one line: what failed, on which
+/// input, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read topology XML {}: {source} (check the topology= path)", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+
+    #[error(
+        "hwloc 2 cannot import topology XML {input}: it is XML v3, written by hwloc 3 \
+         (re-export it there with `lstopo --export-xml-flags v2 FILE.xml`)"
+    )]
+    XmlV3 { input: String },
+
+    #[error(
+        "hwloc rejected topology XML {input}{detail} (is it an lstopo XML export? \
+         `lstopo -i FILE.xml` shows what hwloc makes of it)"
+    )]
+    XmlRejected { input: String, detail: String },
+
+    #[error(
+        "refusing to read this machine's topology while {name}={value} is set: hwloc would \
+         read it instead of the hardware (unset it in slurmd's environment, or set \
+         topology= to an XML file)"
+    )]
+    Environment { name: String, value: String },
+
+    #[error("hwloc failed to {step} for {input}: {detail}")]
+    Hwloc { input: String, step: &'static str, detail: String },
+
+    #[error(
+        "hwloc did not describe this machine when asked for it (a HWLOC_* setting or plugin?); refusing to use it"
+    )]
+    NotThisSystem,
+
+    #[error("internal error in the hwloc bindings while loading {input}: {message} (please report it with the input)")]
+    Panicked { input: String, message: String },
+}
+
+/// Loads an `lstopo` XML export (hwloc XML v1 or v2).
+pub fn from_xml_file(path: &Path) -> Result<Topology, LoadError> {
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        File::open(path)?.take(MAX_XML_BYTES + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_XML_BYTES {
+            return Err(std::io::Error::other("larger than 256 MiB, not a topology export"));
+        }
+        Ok(bytes)
+    };
+    let bytes = read().map_err(|source| LoadError::Read { path: path.to_path_buf(), source })?;
+    load_xml(&String::from_utf8_lossy(&bytes), path.display().to_string())
+}
+
+/// Real exports are well under 1 MiB; the cap keeps `topology=/dev/zero` from eating memory.
+const MAX_XML_BYTES: u64 = 256 << 20;
+
+/// Loads XML text (the contents of an `lstopo` XML export).
+pub fn from_xml_str(xml: &str) -> Result<Topology, LoadError> {
+    load_xml(xml, format!("<XML text of {} bytes>", xml.len()))
+}
+
+/// Discovers this machine, with its I/O devices. Refuses while the process environment
+/// holds an HWLOC_* variable that could make hwloc describe something else.
+pub fn live() -> Result<Topology, LoadError> {
+    check_environment()?;
+    let input = "this machine".to_string();
+    guarded(&input, |input| {
+        let topo = build(builder(input)?, input)?;
+        if !topo.is_this_system() {
+            return Err(LoadError::NotThisSystem);
+        }
+        Ok(convert(&topo))
+    })
+}
+
+/// HWLOC_* variables that only change hwloc's diagnostics on stderr.
+fn harmless(name: &str) -> bool {
+    name == "HWLOC_HIDE_ERRORS" || name.ends_with("_VERBOSE")
+}
+
+fn check_environment() -> Result<(), LoadError> {
+    for (name, value) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("HWLOC_") && !harmless(&name) {
+            return Err(LoadError::Environment {
+                name: name.into_owned(),
+                value: value.to_string_lossy().into_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn load_xml(xml: &str, input: String) -> Result<Topology, LoadError> {
+    guarded(&input, |input| {
+        let rejected = |detail: &str| {
+            if looks_like_v3(xml) {
+                LoadError::XmlV3 { input: input.to_string() }
+            } else {
+                LoadError::XmlRejected { input: input.to_string(), detail: detail.to_string() }
+            }
+        };
+        let builder = builder(input)?.from_xml(xml).map_err(|e| match e {
+            StringInputError::ContainsNul => rejected(": it contains a NUL byte"),
+            StringInputError::Invalid => rejected(""),
+        })?;
+        let topo = build(builder, input).map_err(|_| rejected(""))?;
+        Ok(convert(&topo))
+    })
+}
+
+/// Whether the `<topology ...>` start tag says `version="3...`.
+fn looks_like_v3(xml: &str) -> bool {
+    let Some(start) = xml.find("<topology") else {
+        return false;
+    };
+    let tag = &xml[start..];
+    let tag = &tag[..tag.find('>').unwrap_or(tag.len())];
+    tag.contains("version=\"3") || tag.contains("version='3")
+}
+
+/// Runs `f`, turning a panic in the hwloc bindings into an error.
+fn guarded<T>(input: &str, f: impl FnOnce(&str) -> Result<T, LoadError>) -> Result<T, LoadError> {
+    catch_unwind(AssertUnwindSafe(|| f(input))).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        Err(LoadError::Panicked { input: input.to_string(), message })
+    })
+}
+
+fn builder(input: &str) -> Result<TopologyBuilder, LoadError> {
+    let fail = |step, detail: String| LoadError::Hwloc { input: input.to_string(), step, detail };
+    hwlocality::Topology::builder()
+        .with_io_type_filter(TypeFilter::KeepImportant)
+        .map_err(|e| fail("keep I/O objects", e.to_string()))?
+        .with_flags(BuildFlags::INCLUDE_DISALLOWED)
+        .map_err(|e| fail("set the build flags", e.to_string()))
+}
+
+fn build(builder: TopologyBuilder, input: &str) -> Result<hwlocality::Topology, LoadError> {
+    builder.build().map_err(|e| LoadError::Hwloc {
+        input: input.to_string(),
+        step: "load the topology",
+        detail: e.to_string(),
+    })
+}
+
+/// Object address -> index into `Topology::objects`.
+type Index = HashMap<*const TopologyObject, usize>;
+
+fn convert(topo: &hwlocality::Topology) -> Topology {
+    let root = topo.root_object();
+    let mut out =
+        Topology { hostname: root.info("HostName").map(|v| v.to_string_lossy().into_owned()), ..Topology::default() };
+    let mut index = Index::new();
+    add_cpu_tree(root, None, 0, &mut out.objects, &mut index);
+
+    let locality = |obj: &TopologyObject| {
+        obj.first_non_io_ancestor().and_then(|a| index.get(&std::ptr::from_ref(a)).copied()).unwrap_or(0)
+    };
+    for pci in topo.pci_devices() {
+        let Some(ObjectAttributes::PCIDevice(attr)) = pci.attributes() else {
+            continue;
+        };
+        let osdevs: Vec<OsDevice> =
+            pci.io_children().filter(|c| c.object_type() == ObjectType::OSDevice).map(os_device).collect();
+        if osdevs.is_empty() {
+            continue;
+        }
+        out.pci.push(PciFunction {
+            busid: PciBusId {
+                domain: u32::from(attr.domain()),
+                bus: attr.bus_id(),
+                device: attr.bus_device(),
+                function: attr.function(),
+            },
+            vendor_id: attr.vendor_id(),
+            device_id: attr.device_id(),
+            class_id: attr.class_id(),
+            locality: locality(pci),
+            osdevs,
+        });
+    }
+    for dev in topo.os_devices() {
+        if dev.parent().map(TopologyObject::object_type) != Some(ObjectType::PCIDevice) {
+            out.loose.push(LooseOsDevice { osdev: os_device(dev), locality: locality(dev) });
+        }
+    }
+    out
+}
+
+/// Appends `obj`, its memory children (NUMA nodes) and then its normal children, depth
+/// first, so parents come before children.
+fn add_cpu_tree(
+    obj: &TopologyObject,
+    parent: Option<usize>,
+    depth: u32,
+    objects: &mut Vec<CpuObject>,
+    index: &mut Index,
+) {
+    let me = objects.len();
+    objects.push(cpu_object(obj, parent, depth));
+    index.insert(std::ptr::from_ref(obj), me);
+    add_memory(obj, me, depth, objects, index);
+    for child in obj.normal_children() {
+        add_cpu_tree(child, Some(me), depth + 1, objects, index);
+    }
+}
+
+/// Memory children hang off the normal object `owner`; a NUMA node behind a memory-side
+/// cache (MemCache, kept as `Other`) is still attached to `owner`.
+fn add_memory(obj: &TopologyObject, owner: usize, depth: u32, objects: &mut Vec<CpuObject>, index: &mut Index) {
+    for child in obj.memory_children() {
+        index.insert(std::ptr::from_ref(child), objects.len());
+        objects.push(cpu_object(child, Some(owner), depth));
+        add_memory(child, owner, depth, objects, index);
+    }
+}
+
+fn cpu_object(obj: &TopologyObject, parent: Option<usize>, depth: u32) -> CpuObject {
+    let kind = match obj.object_type() {
+        ObjectType::Machine => ObjKind::Machine,
+        ObjectType::Package => ObjKind::Package,
+        ObjectType::Die => ObjKind::Die,
+        ObjectType::Group => ObjKind::Group,
+        ObjectType::NUMANode => ObjKind::NumaNode,
+        ObjectType::L3Cache => ObjKind::L3Cache,
+        ObjectType::L2Cache => ObjKind::L2Cache,
+        ObjectType::L1Cache => ObjKind::L1Cache,
+        ObjectType::Core => ObjKind::Core,
+        ObjectType::PU => ObjKind::Pu,
+        _ => ObjKind::Other,
+    };
+    let mut cpuset = CpuSet::new();
+    if let Some(set) = obj.cpuset() {
+        for cpu in set.iter_set().map(usize::from) {
+            match u32::try_from(cpu) {
+                Ok(cpu) if cpu <= MAX_CPU => cpuset.insert(cpu),
+                _ => break, // an infinite or absurd set; the ascending walk can stop
+            }
+        }
+    }
+    CpuObject {
+        kind,
+        logical_index: u32::try_from(obj.logical_index()).unwrap_or(u32::MAX),
+        os_index: obj.os_index().and_then(|i| u32::try_from(i).ok()),
+        depth,
+        parent,
+        cpuset,
+    }
+}
+
+fn os_device(obj: &TopologyObject) -> OsDevice {
+    let osdev_type = match obj.attributes() {
+        Some(ObjectAttributes::OSDevice(attr)) => match attr.device_type() {
+            OSDeviceType::Storage => "Block".to_string(),
+            OSDeviceType::GPU => "GPU".to_string(),
+            OSDeviceType::Network => "Network".to_string(),
+            OSDeviceType::OpenFabrics => "OpenFabrics".to_string(),
+            OSDeviceType::DMA => "DMA".to_string(),
+            OSDeviceType::CoProcessor => "CoProc".to_string(),
+            other => format!("{other:?}"),
+        },
+        _ => "Unknown".to_string(),
+    };
+    let text = |s: &std::ffi::CStr| s.to_string_lossy().into_owned();
+    OsDevice {
+        name: obj.name().map(text).unwrap_or_default(),
+        osdev_type,
+        subtype: obj.subtype().map(text),
+        infos: obj.infos().iter().map(|i| (text(i.name()), text(i.value()))).collect(),
+    }
+}

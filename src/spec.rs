@@ -134,7 +134,8 @@ fn by_prefix<T: Copy>(what: &'static str, given: &str, table: &[(&'static str, T
     if let Some((_, v)) = table.iter().find(|(name, _)| *name == lower) {
         return Ok(*v);
     }
-    let hits: Vec<&(&str, T)> = table.iter().filter(|(name, _)| !lower.is_empty() && name.starts_with(&lower)).collect();
+    let hits: Vec<&(&str, T)> =
+        table.iter().filter(|(name, _)| !lower.is_empty() && name.starts_with(&lower)).collect();
     match hits.as_slice() {
         [(_, v)] => Ok(*v),
         [] => Err(SpecError::BadValue {
@@ -152,8 +153,12 @@ fn by_prefix<T: Copy>(what: &'static str, given: &str, table: &[(&'static str, T
 
 fn positive(name: &'static str, value: &str) -> Result<u32, SpecError> {
     match value.trim().parse::<u32>() {
-        Ok(n) if n >= 1 && n <= 1 << 16 => Ok(n),
-        _ => Err(SpecError::BadValue { name, value: value.to_string(), expected: "a whole number from 1 to 65536".into() }),
+        Ok(n) if (1..=1 << 16).contains(&n) => Ok(n),
+        _ => Err(SpecError::BadValue {
+            name,
+            value: value.to_string(),
+            expected: "a whole number from 1 to 65536".into(),
+        }),
     }
 }
 
@@ -454,7 +459,9 @@ mod tests {
 
     #[test]
     fn canonical_text_round_trips() {
-        for s in ["gpu", "network:interleave=numa:shared:ndev=2:pe=4:hwtcpus:bind=l3cache:verbose", "mlx5_0:closest", "none"] {
+        for s in
+            ["gpu", "network:interleave=numa:shared:ndev=2:pe=4:hwtcpus:bind=l3cache:verbose", "mlx5_0:closest", "none"]
+        {
             let spec = ok(s);
             assert_eq!(spec.to_string(), s);
             assert_eq!(ok(&spec.to_string()), spec);

@@ -1,0 +1,315 @@
+//! The administrator's settings: the arguments of the plugin's `plugstack.conf` line and the
+//! optional TOML file that `config=` names.
+//!
+//! ```text
+//! optional /usr/lib/x86_64-linux-gnu/slurm-wlm/map_by_device.so default=gpu topology=/etc/slurm/node.xml
+//! optional /usr/lib/x86_64-linux-gnu/slurm-wlm/map_by_device.so config=/etc/slurm/map-by-device.toml
+//! ```
+//!
+//! Arguments: `default=SPEC` (the spec used when a job gives none), `topology=PATH` (an lstopo
+//! XML read instead of live discovery) and `config=PATH` (a TOML file with the keys `default`,
+//! `topology`, `proc_root`, `sys_root` and `ze_hierarchy`). An argument on the plugstack line
+//! overrides the same key in the file; `proc_root`, `sys_root` and `ze_hierarchy` exist only in
+//! the file. Everything is checked here, once, so that a typo is reported with the word that is
+//! wrong and the fix, rather than silently ignored: unknown arguments and keys, a `default` that
+//! [`Spec::parse`] refuses, relative paths.
+//!
+//! Pure apart from reading the `config=` file: no Slurm, no hwloc, no process environment.
+//! Shared by the SPANK plugin and the CLI (`--plugstack-args`).
+
+use crate::device::ZeHierarchy;
+use crate::spec::{Spec, SpecError};
+use std::path::{Path, PathBuf};
+
+/// The plugin's settings, resolved from the plugstack arguments and the `config=` file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// The spec text applied when a job gives none (validated by [`Spec::parse`]); an admin
+    /// default is soft: a node it cannot map runs the job unmapped.
+    pub default: Option<String>,
+    /// An lstopo XML to read instead of discovering the node live (absolute).
+    pub topology: Option<PathBuf>,
+    /// The root of `/proc` for driver identity files (absolute; file only).
+    pub proc_root: Option<PathBuf>,
+    /// The root of `/sys` for driver identity files (absolute; file only).
+    pub sys_root: Option<PathBuf>,
+    /// The Level Zero hierarchy the topology was discovered under (file only).
+    pub ze_hierarchy: Option<ZeHierarchy>,
+}
+
+/// A setting that could not be used. Every message is one line, quotes the input and says
+/// how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "unknown plugstack.conf argument {arg:?} for map-by-device: expected default=SPEC, topology=PATH or config=PATH"
+    )]
+    UnknownArgument { arg: String },
+    #[error("plugstack.conf argument {arg:?} has no value: write {name}=<{hint}>")]
+    MissingValue { arg: String, name: &'static str, hint: &'static str },
+    #[error("plugstack.conf argument {name}= is given twice ({first:?} and {second:?}): keep one")]
+    RepeatedArgument { name: &'static str, first: String, second: String },
+    #[error("bad default spec {text:?} in {origin}: {source}")]
+    BadDefault {
+        origin: String,
+        text: String,
+        #[source]
+        source: SpecError,
+    },
+    #[error("{key} path {path:?} in {origin} is not absolute: give a full path such as {example}")]
+    RelativePath { origin: String, key: &'static str, path: PathBuf, example: &'static str },
+    #[error("cannot read config file {path:?} (named by config= in plugstack.conf): {source}; fix the path or create the file")]
+    ReadFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path:?} is not valid TOML (line {line}): {message}")]
+    Toml { path: PathBuf, line: usize, message: String },
+    #[error("unknown key {key:?} in config file {path:?}: expected one of {expected}")]
+    UnknownKey { path: PathBuf, key: String, expected: String },
+    #[error("key {key} in config file {path:?} must be {expected}, not {found}")]
+    WrongType { path: PathBuf, key: &'static str, expected: &'static str, found: String },
+    #[error("ze_hierarchy = {value:?} in config file {path:?}: expected FLAT, COMPOSITE or COMBINED")]
+    BadZeHierarchy { path: PathBuf, value: String },
+}
+
+/// The keys a config file may hold, in the order they are listed to users.
+const FILE_KEYS: [&str; 5] = ["default", "topology", "proc_root", "sys_root", "ze_hierarchy"];
+
+impl Config {
+    /// Reads the plugstack.conf arguments (`default=SPEC`, `topology=PATH`, `config=PATH`),
+    /// then the `config=` file if any; the arguments override the file.
+    pub fn from_plugin_args(args: &[String]) -> Result<Config, ConfigError> {
+        let mut default: Option<String> = None;
+        let mut topology: Option<String> = None;
+        let mut file: Option<String> = None;
+        for arg in args {
+            let (name, value) = match arg.split_once('=') {
+                Some((n, v)) => (n, v),
+                None => (arg.as_str(), ""),
+            };
+            let (slot, name, hint): (&mut Option<String>, &'static str, &'static str) = match name {
+                "default" => (&mut default, "default", "SPEC"),
+                "topology" => (&mut topology, "topology", "PATH"),
+                "config" => (&mut file, "config", "PATH"),
+                _ => return Err(ConfigError::UnknownArgument { arg: arg.clone() }),
+            };
+            if value.is_empty() {
+                return Err(ConfigError::MissingValue { arg: arg.clone(), name, hint });
+            }
+            if let Some(first) = slot.replace(value.to_string()) {
+                return Err(ConfigError::RepeatedArgument { name, first, second: value.to_string() });
+            }
+        }
+
+        let mut config = match &file {
+            Some(path) => {
+                let path = absolute("config", PathBuf::from(path), "plugstack.conf", "/etc/slurm/map-by-device.toml")?;
+                Config::from_file(&path)?
+            }
+            None => Config::default(),
+        };
+        if let Some(text) = default {
+            config.default = Some(checked_default(text, "plugstack.conf")?);
+        }
+        if let Some(path) = topology {
+            config.topology =
+                Some(absolute("topology", PathBuf::from(path), "plugstack.conf", "/etc/slurm/topology.xml")?);
+        }
+        Ok(config)
+    }
+
+    /// Reads a config file (TOML, every key optional).
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::ReadFile { path: path.to_path_buf(), source })?;
+        Config::from_toml(&text, path)
+    }
+
+    /// Parses a config file's text; `path` is only used in messages.
+    pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Toml {
+            path: path.to_path_buf(),
+            line: e.span().map_or(0, |s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+            message: e.message().replace('\n', " "),
+        })?;
+        let origin = format!("config file {path:?}");
+        let mut config = Config::default();
+        for (key, value) in &table {
+            let Some(&key) = FILE_KEYS.iter().find(|k| **k == key.as_str()) else {
+                return Err(ConfigError::UnknownKey {
+                    path: path.to_path_buf(),
+                    key: key.clone(),
+                    expected: FILE_KEYS.join(", "),
+                });
+            };
+            let Some(text) = value.as_str() else {
+                let expected = if key == "default" || key == "ze_hierarchy" { "a string" } else { "a string (a path)" };
+                return Err(ConfigError::WrongType {
+                    path: path.to_path_buf(),
+                    key,
+                    expected,
+                    found: format!("{} {value}", value.type_str()),
+                });
+            };
+            let text = text.to_string();
+            match key {
+                "default" => config.default = Some(checked_default(text, &origin)?),
+                "topology" => config.topology = Some(absolute(key, text.into(), &origin, "/etc/slurm/topology.xml")?),
+                "proc_root" => config.proc_root = Some(absolute(key, text.into(), &origin, "/proc")?),
+                "sys_root" => config.sys_root = Some(absolute(key, text.into(), &origin, "/sys")?),
+                _ => {
+                    config.ze_hierarchy =
+                        Some(ZeHierarchy::parse(&text).ok_or_else(|| ConfigError::BadZeHierarchy {
+                            path: path.to_path_buf(),
+                            value: text.clone(),
+                        })?)
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// The parsed default spec, if any (`default` was validated when it was read).
+    pub fn default_spec(&self) -> Option<Spec> {
+        self.default.as_deref().and_then(|t| Spec::parse(t).ok())
+    }
+}
+
+fn checked_default(text: String, origin: &str) -> Result<String, ConfigError> {
+    match Spec::parse(&text) {
+        Ok(_) => Ok(text),
+        Err(source) => Err(ConfigError::BadDefault { origin: origin.to_string(), text, source }),
+    }
+}
+
+fn absolute(key: &'static str, path: PathBuf, origin: &str, example: &'static str) -> Result<PathBuf, ConfigError> {
+    if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err(ConfigError::RelativePath { origin: origin.to_string(), key, path, example })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn err(list: &[&str]) -> String {
+        let e = Config::from_plugin_args(&args(list)).expect_err("should fail").to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        e
+    }
+
+    /// A config file in a fresh temporary directory (removed with the guard).
+    struct TempFile(PathBuf);
+    impl TempFile {
+        fn new(name: &str, text: &str) -> TempFile {
+            let dir = std::env::temp_dir().join(format!("mbd-config-{}-{name}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("map-by-device.toml");
+            std::fs::File::create(&path).unwrap().write_all(text.as_bytes()).unwrap();
+            TempFile(path)
+        }
+        fn arg(&self) -> String {
+            format!("config={}", self.0.display())
+        }
+    }
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    #[test]
+    fn no_arguments_is_no_setting() {
+        assert_eq!(Config::from_plugin_args(&[]).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn plugstack_arguments() {
+        let c = Config::from_plugin_args(&args(&["default=gpu:verbose", "topology=/etc/slurm/t.xml"])).unwrap();
+        assert_eq!(c.default.as_deref(), Some("gpu:verbose"));
+        assert_eq!(c.topology.as_deref(), Some(Path::new("/etc/slurm/t.xml")));
+        assert_eq!(c.default_spec().unwrap().to_string(), "gpu:verbose");
+        assert_eq!(Config::from_plugin_args(&args(&["default=none"])).unwrap().default_spec().unwrap().is_none(), true);
+    }
+
+    #[test]
+    fn bad_arguments_name_the_input_and_the_fix() {
+        assert!(err(&["defualt=gpu"]).contains("\"defualt=gpu\""));
+        assert!(err(&["verbose"]).contains("\"verbose\""));
+        let e = err(&["default"]);
+        assert!(e.contains("default=<SPEC>"), "{e}");
+        assert!(err(&["topology="]).contains("topology=<PATH>"));
+        let e = err(&["default=gpu:bogus"]);
+        assert!(e.contains("\"gpu:bogus\"") && e.contains("\"bogus\"") && e.contains("plugstack.conf"), "{e}");
+        let e = err(&["topology=topo.xml"]);
+        assert!(e.contains("\"topo.xml\"") && e.contains("not absolute"), "{e}");
+        assert!(err(&["config=etc/x.toml"]).contains("not absolute"));
+        let e = err(&["default=gpu", "default=nic"]);
+        assert!(e.contains("twice") && e.contains("\"nic\""), "{e}");
+    }
+
+    #[test]
+    fn missing_file_names_it() {
+        let e = err(&["config=/nonexistent/map-by-device.toml"]);
+        assert!(e.contains("/nonexistent/map-by-device.toml") && e.contains("config="), "{e}");
+    }
+
+    #[test]
+    fn file_keys_and_overrides() {
+        let f = TempFile::new(
+            "keys",
+            "default = \"network\"\ntopology = \"/etc/a.xml\"\nproc_root = \"/host/proc\"\n\
+             sys_root = \"/host/sys\"\nze_hierarchy = \"flat\"\n",
+        );
+        let c = Config::from_plugin_args(&[f.arg()]).unwrap();
+        assert_eq!(
+            c,
+            Config {
+                default: Some("network".into()),
+                topology: Some("/etc/a.xml".into()),
+                proc_root: Some("/host/proc".into()),
+                sys_root: Some("/host/sys".into()),
+                ze_hierarchy: Some(ZeHierarchy::Flat),
+            }
+        );
+        // The plugstack line wins over the file, whatever the order of the arguments.
+        let arg = f.arg();
+        let c = Config::from_plugin_args(&args(&["default=gpu", arg.as_str(), "topology=/etc/b.xml"])).unwrap();
+        assert_eq!(c.default.as_deref(), Some("gpu"));
+        assert_eq!(c.topology.as_deref(), Some(Path::new("/etc/b.xml")));
+        assert_eq!(c.proc_root.as_deref(), Some(Path::new("/host/proc")));
+    }
+
+    #[test]
+    fn bad_files_name_the_key_and_the_file() {
+        let cases = [
+            ("unknown", "defualt = \"gpu\"\n", vec!["\"defualt\"", "proc_root"]),
+            ("cli_only", "config = \"/x.toml\"\n", vec!["\"config\""]),
+            ("type", "topology = 3\n", vec!["topology", "a string (a path)", "integer 3"]),
+            ("spec", "default = \"gpu:ndev=0\"\n", vec!["\"gpu:ndev=0\"", "config file", "\"0\""]),
+            ("relative", "sys_root = \"sys\"\n", vec!["sys_root", "\"sys\"", "not absolute"]),
+            ("ze", "ze_hierarchy = \"deep\"\n", vec!["\"deep\"", "FLAT, COMPOSITE or COMBINED"]),
+            ("syntax", "default = \"gpu\"\ntopology = \n", vec!["not valid TOML", "line 2"]),
+        ];
+        for (name, text, needles) in cases {
+            let f = TempFile::new(name, text);
+            let arg = f.arg();
+            let e = err(&[arg.as_str()]);
+            assert!(e.contains(&f.0.display().to_string()), "{name}: {e}");
+            for n in needles {
+                assert!(e.contains(n), "{name}: {n:?} not in {e}");
+            }
+        }
+    }
+}

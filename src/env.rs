@@ -1,0 +1,163 @@
+//! The vendor variables a mapped task is given: one table, one place.
+//!
+//! Each row says which devices it names and how (grammars and sources in
+//! `docs/variables.md`). Values name devices by identity, never by an index whose meaning
+//! depends on an ordering we do not control, so `CUDA_DEVICE_ORDER` is never set. Only tasks
+//! mapped against a device get these; an existing value is replaced, because
+//! `--map-by-device` is the more specific request.
+
+use crate::device::{Device, DeviceClass, GpuIdentity, Vendor, ZeHierarchy};
+use std::collections::BTreeMap;
+
+/// One variable: its name and the rule that computes it from a task's devices.
+pub struct VendorVariable {
+    pub name: &'static str,
+    /// Who reads it, for docs and `--help`.
+    pub reader: &'static str,
+    value: fn(&[&Device]) -> Option<String>,
+}
+
+fn join(items: impl Iterator<Item = String>) -> Option<String> {
+    let v: Vec<String> = items.collect();
+    (!v.is_empty()).then(|| v.join(","))
+}
+
+fn cuda(devs: &[&Device]) -> Option<String> {
+    join(devs.iter().filter_map(|d| match &d.identity {
+        Some(GpuIdentity::Nvidia { uuid }) => Some(uuid.clone()),
+        _ => None,
+    }))
+}
+
+fn rocr(devs: &[&Device]) -> Option<String> {
+    join(devs.iter().filter_map(|d| match &d.identity {
+        Some(GpuIdentity::Amd { unique_id }) => Some(format!("GPU-{unique_id}")),
+        _ => None,
+    }))
+}
+
+fn is_mellanox_ofa(d: &Device) -> bool {
+    d.class == DeviceClass::Network && d.vendor == Vendor::Mellanox && d.ofed_name.is_some()
+}
+
+fn is_omnipath(d: &Device) -> bool {
+    d.class == DeviceClass::Network && d.ofed_name.as_deref().is_some_and(|n| n.starts_with("hfi1_"))
+}
+
+/// NCCL matches prefixes unless the list starts with `=`: `=mlx5_0` is exactly mlx5_0.
+fn nccl(devs: &[&Device]) -> Option<String> {
+    join(devs.iter().filter(|d| is_mellanox_ofa(d)).filter_map(|d| d.ofed_name.clone())).map(|v| format!("={v}"))
+}
+
+/// UCX matches `device:port` exactly and takes no glob: one entry per active port.
+fn ucx(devs: &[&Device]) -> Option<String> {
+    join(devs.iter().filter(|d| is_mellanox_ofa(d)).flat_map(|d| {
+        let name = d.ofed_name.clone().unwrap_or_default();
+        d.active_ports.iter().map(move |p| format!("{name}:{p}")).collect::<Vec<_>>()
+    }))
+}
+
+/// PSM3 takes a device name (an fnmatch pattern with extended globs): `hfi1_0`, or
+/// `@(hfi1_0|hfi1_1)` for several.
+fn psm3(devs: &[&Device]) -> Option<String> {
+    let names: Vec<String> = devs.iter().filter(|d| is_omnipath(d)).filter_map(|d| d.ofed_name.clone()).collect();
+    match names.len() {
+        0 => None,
+        1 => names.into_iter().next(),
+        _ => Some(format!("@({})", names.join("|"))),
+    }
+}
+
+fn pmix(devs: &[&Device]) -> Option<String> {
+    join(devs.iter().filter_map(|d| d.pmix_id.clone()))
+}
+
+/// The variables written from device identities, in the order they are set.
+/// `ZE_AFFINITY_MASK`/`ZE_FLAT_DEVICE_HIERARCHY` depend on the task's environment too and
+/// are computed by [`task_env`] itself.
+#[doc(alias = "CUDA_VISIBLE_DEVICES")]
+#[doc(alias = "ROCR_VISIBLE_DEVICES")]
+#[doc(alias = "NCCL_IB_HCA")]
+#[doc(alias = "UCX_NET_DEVICES")]
+#[doc(alias = "PSM3_NIC")]
+#[doc(alias = "PMIX_DEVICE_ID")]
+pub const VARIABLES: [VendorVariable; 6] = [
+    VendorVariable { name: "CUDA_VISIBLE_DEVICES", reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)", value: cuda },
+    VendorVariable { name: "ROCR_VISIBLE_DEVICES", reader: "ROCm ROCr (AMD GPUs, GPU-<16 hex>)", value: rocr },
+    VendorVariable { name: "NCCL_IB_HCA", reader: "NCCL (InfiniBand/RoCE adapters, =name exact match)", value: nccl },
+    VendorVariable { name: "UCX_NET_DEVICES", reader: "UCX (adapter:port, exact match)", value: ucx },
+    VendorVariable { name: "PSM3_NIC", reader: "PSM3 (Intel Omni-Path adapters, by name)", value: psm3 },
+    VendorVariable { name: "PMIX_DEVICE_ID", reader: "PMIx device ids of every assigned device", value: pmix },
+];
+
+pub const ZE_AFFINITY_MASK: &str = "ZE_AFFINITY_MASK";
+pub const ZE_FLAT_DEVICE_HIERARCHY: &str = "ZE_FLAT_DEVICE_HIERARCHY";
+
+/// Every variable name this plugin may write (for docs and the CLI).
+pub fn all_names() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = VARIABLES.iter().map(|v| v.name).collect();
+    v.extend([ZE_AFFINITY_MASK, ZE_FLAT_DEVICE_HIERARCHY]);
+    v
+}
+
+/// The variables for a task holding `devs`, given its environment `task_env` and the Level
+/// Zero model in force where the topology was discovered. Returns the variables and any
+/// warnings (one line each).
+pub fn task_env(
+    devs: &[&Device],
+    task_env: &BTreeMap<String, String>,
+    discovery_model: Option<ZeHierarchy>,
+) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut out = BTreeMap::new();
+    let mut warnings = Vec::new();
+    for var in &VARIABLES {
+        if let Some(v) = (var.value)(devs) {
+            out.insert(var.name.to_string(), v);
+        }
+    }
+    for d in devs.iter().filter(|d| is_mellanox_ofa(d) && d.active_ports.is_empty()) {
+        warnings.push(format!(
+            "{} reports no active port, so UCX_NET_DEVICES does not name it (UCX needs device:port)",
+            d.name
+        ));
+    }
+    let ze: Vec<(u32, u32)> = devs
+        .iter()
+        .filter_map(|d| match d.identity {
+            Some(GpuIdentity::LevelZero { driver, device }) => Some((driver, device)),
+            _ => None,
+        })
+        .collect();
+    if !ze.is_empty() {
+        let drivers: std::collections::BTreeSet<u32> = ze.iter().map(|(d, _)| *d).collect();
+        let wanted = task_env.get(ZE_FLAT_DEVICE_HIERARCHY);
+        match (discovery_model, wanted) {
+            _ if drivers.len() > 1 => warnings.push(format!(
+                "the assigned Level Zero GPUs belong to {} drivers, and ZE_AFFINITY_MASK is read per driver: \
+                 ZE_AFFINITY_MASK not set; map with ndev=1 or keep each task on one driver",
+                drivers.len()
+            )),
+            (None, _) => warnings.push(
+                "the Level Zero hierarchy model of the topology's discovery is unknown, so its ordinals cannot \
+                 be trusted: ZE_AFFINITY_MASK not set; the admin sets ze_hierarchy in the plugin's config"
+                    .to_string(),
+            ),
+            (Some(model), Some(w)) if ZeHierarchy::parse(w) != Some(model) => warnings.push(format!(
+                "the task asks for ZE_FLAT_DEVICE_HIERARCHY={w} but the ordinals were recorded under {}: \
+                 ZE_AFFINITY_MASK and ZE_FLAT_DEVICE_HIERARCHY not set; unset ZE_FLAT_DEVICE_HIERARCHY or set it to {}",
+                model.as_str(),
+                model.as_str()
+            )),
+            (Some(model), wanted) => {
+                out.insert(
+                    ZE_AFFINITY_MASK.into(),
+                    ze.iter().map(|(_, d)| d.to_string()).collect::<Vec<_>>().join(","),
+                );
+                if wanted.is_none() {
+                    out.insert(ZE_FLAT_DEVICE_HIERARCHY.into(), model.as_str().into());
+                }
+            }
+        }
+    }
+    (out, warnings)
+}

@@ -1,0 +1,81 @@
+//! How devices and plans are shown: the one-line task report (`verbose` in the plugin, the
+//! CLI's table rows) and the CLI's JSON. One place, so the plugin and the preview tool say
+//! the same thing about the same plan.
+
+use crate::device::Device;
+use crate::node::Node;
+use crate::plan::{Plan, TaskPlan};
+use serde_json::{json, Map, Value};
+
+/// `0000:06:00.0 cuda0 GPU-46f7...` — how a device is named in one-line reports.
+pub fn device_label(d: &Device) -> String {
+    let mut s = format!("{} {}", d.busid_text(), d.name);
+    if let Some(id) = &d.identity {
+        s.push(' ');
+        s.push_str(&id.display_id());
+    }
+    s
+}
+
+/// The CPU list of a task, or `unchanged` when the plan leaves its mask alone.
+pub fn cpus_text(task: &TaskPlan) -> String {
+    task.cpus.as_ref().map_or_else(|| "unchanged".to_string(), |c| c.to_list())
+}
+
+/// One line per task, like `--cpu-bind=verbose`:
+/// `task 0 on node1: gpu 0000:06:00.0 cuda0 GPU-...; cpus 16,144; CUDA_VISIBLE_DEVICES=GPU-... PMIX_DEVICE_ID=...`
+pub fn task_line(node: &Node, task: &TaskPlan) -> String {
+    let devices: Vec<String> = task
+        .devices
+        .iter()
+        .filter_map(|&i| node.devices.get(i))
+        .map(|d| format!("{} {}", d.class, device_label(d)))
+        .collect();
+    let vars: Vec<String> = task.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!(
+        "task {} on {}: {}; cpus {}; {}",
+        task.task,
+        node.hostname(),
+        if devices.is_empty() { "no device".to_string() } else { devices.join(", ") },
+        cpus_text(task),
+        if vars.is_empty() { "no variables".to_string() } else { vars.join(" ") }
+    )
+}
+
+fn device_json(d: &Device, full: bool) -> Value {
+    let mut m = Map::new();
+    m.insert("class".into(), json!(d.class));
+    m.insert("busid".into(), json!(d.busid.map(|b| b.to_string())));
+    m.insert("name".into(), json!(d.name));
+    if full {
+        m.insert("osnames".into(), json!(d.osnames));
+        m.insert("vendor".into(), json!(d.vendor));
+    }
+    m.insert("id".into(), json!(d.identity.as_ref().map(|i| i.display_id())));
+    if full {
+        m.insert("locality".into(), json!(d.locality.to_list()));
+    }
+    Value::Object(m)
+}
+
+/// `{"devices":[{"class","busid","name","osnames","vendor","id","locality"}]}`
+pub fn devices_json(devices: &[&Device]) -> Value {
+    json!({ "devices": devices.iter().map(|d| device_json(d, true)).collect::<Vec<_>>() })
+}
+
+/// `{"tasks":[{"task","devices":[{"class","busid","name","id"}],"cpus","env"}],"warnings":[]}`
+pub fn plan_json(node: &Node, plan: &Plan) -> Value {
+    let tasks: Vec<Value> = plan
+        .tasks
+        .iter()
+        .map(|t| {
+            json!({
+                "task": t.task,
+                "devices": t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| device_json(d, false)).collect::<Vec<_>>(),
+                "cpus": t.cpus.as_ref().map(|c| c.to_list()),
+                "env": t.env,
+            })
+        })
+        .collect();
+    json!({ "tasks": tasks, "warnings": plan.warnings })
+}

@@ -1,0 +1,400 @@
+//! The engine against whole topologies: the requester's table and the seed's deviations on
+//! the Turin node, enumeration counts, and every refusal. Each Turin row is checked on both
+//! the project's hand-written fixture and the real export it follows, so a fixture that
+//! drifts from the machine it models fails here too.
+
+use map_by_device::cpuset::CpuSet;
+use map_by_device::device::{DeviceClass, ZeHierarchy};
+use map_by_device::load;
+use map_by_device::node::{Node, NodeOptions};
+use map_by_device::plan::{plan, Plan, PlanError, StepFacts};
+use map_by_device::spec::Spec;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies").join(name)
+}
+
+fn shared(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/topologies").join(name)
+}
+
+fn node_at(path: PathBuf, options: NodeOptions) -> Node {
+    let topo = load::from_xml_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Node::new(topo, options)
+}
+
+fn node(name: &str) -> Node {
+    node_at(fixture(name), NodeOptions::default())
+}
+
+/// The Turin node twice: our fixture and the real NVML export.
+fn turins() -> Vec<Node> {
+    vec![node("turin-h200.xml"), node_at(shared("turin-4gpu-nvml.xml"), NodeOptions::default())]
+}
+
+fn facts(n: u32) -> StepFacts {
+    StepFacts { ntasks: n, ..StepFacts::default() }
+}
+
+fn run(node: &Node, spec: &str, n: u32) -> Result<Plan, PlanError> {
+    plan(&Spec::parse(spec).unwrap(), node, &facts(n))
+}
+
+fn cpus(node: &Node, spec: &str, n: u32) -> Vec<String> {
+    run(node, spec, n)
+        .unwrap_or_else(|e| panic!("{spec}: {e}"))
+        .tasks
+        .iter()
+        .map(|t| t.cpus.as_ref().map(|c| c.to_list()).unwrap_or_default())
+        .collect()
+}
+
+/// PUs of Turin cores: core c has PUs c and c+128.
+fn cores(list: &str) -> String {
+    let c = CpuSet::parse_list(list).unwrap();
+    c.union(&c.iter().map(|x| x + 128).collect()).to_list()
+}
+
+#[test]
+fn turin_requesters_table() {
+    for n in turins() {
+        assert_eq!(cpus(&n, "gpu:bind=core", 1), [cores("16")], "bind=core");
+        assert_eq!(cpus(&n, "gpu:bind=l3cache", 1), [cores("16-23")], "l3cache");
+        assert_eq!(cpus(&n, "gpu:bind=numa", 1), [cores("16-31")], "numa");
+        assert_eq!(cpus(&n, "gpu:pe=2", 1), [cores("16-17")], "pe=2");
+        assert_eq!(cpus(&n, "gpu:pe=2:bind=core", 1), [cores("16-17")], "pe=2 bind=core");
+        assert_eq!(cpus(&n, "gpu:bind=core", 2), [cores("16"), cores("32")], "-n 2 plain");
+        assert_eq!(cpus(&n, "gpu:interleave:bind=core", 2), [cores("16"), cores("96")]);
+        assert_eq!(cpus(&n, "gpu:interleave:bind=core", 4), [cores("16"), cores("96"), cores("32"), cores("112")]);
+        assert_eq!(cpus(&n, "gpu:interleave:bind=numa", 2), [cores("16-31"), cores("96-111")]);
+        assert_eq!(
+            cpus(&n, "gpu:shared:bind=core", 8),
+            ["16", "32", "96", "112", "17", "33", "97", "113"].map(cores),
+            "second round on the next free core"
+        );
+        // Default binding: the device's locality.
+        assert_eq!(cpus(&n, "gpu", 1), [cores("16-31")]);
+    }
+}
+
+#[test]
+fn turin_bind_ceiling() {
+    for n in turins() {
+        let e = run(&n, "gpu:bind=package", 1).unwrap_err();
+        assert!(matches!(e, PlanError::BindAboveLocality { .. }), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("16-31,144-159") && text.contains("0-63,128-191"), "{text}");
+        let e = run(&n, "gpu:interleave:bind=package", 2).unwrap_err();
+        assert!(matches!(e, PlanError::BindAboveLocality { .. }));
+        // ndev=2: each task's devices span a package, so binding to it is not above the map.
+        let p = run(&n, "gpu:ndev=2:bind=package", 2).unwrap();
+        assert_eq!(
+            p.tasks.iter().map(|t| t.cpus.clone().unwrap().to_list()).collect::<Vec<_>>(),
+            [cores("0-63"), cores("64-127")]
+        );
+        for t in &p.tasks {
+            let v = &t.env["CUDA_VISIBLE_DEVICES"];
+            assert_eq!(v.split(',').filter(|u| u.starts_with("GPU-")).count(), 2, "{v}");
+        }
+        // ndev=2 with interleave: one GPU per package each; binding descends from one of them.
+        let p = run(&n, "gpu:ndev=2:interleave:bind=numa", 2).unwrap();
+        assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), cores("16-31"));
+        assert_eq!(p.tasks[1].cpus.as_ref().unwrap().to_list(), cores("32-47"));
+        assert!(matches!(run(&n, "gpu:ndev=2:interleave:bind=package", 1), Err(PlanError::BindAboveLocality { .. })));
+    }
+}
+
+#[test]
+fn turin_enumeration() {
+    for n in turins() {
+        let gpus = n.class_indexes(DeviceClass::Gpu);
+        assert_eq!(gpus.len(), 4, "4 GPUs, not 5 (ASPEED) or 9 (OS devices)");
+        let bus: Vec<String> = gpus.iter().map(|&i| n.devices[i].busid_text()).collect();
+        assert_eq!(bus, ["0000:06:00.0", "0000:16:00.0", "0000:96:00.0", "0000:e6:00.0"]);
+        let loc: Vec<String> = gpus.iter().map(|&i| n.devices[i].locality.to_list()).collect();
+        assert_eq!(loc, [cores("16-31"), cores("32-47"), cores("96-111"), cores("112-127")], "NUMA 1, 2, 6, 7");
+        for spelling in ["network", "nic", "fabric", "openfabrics", "NIC"] {
+            let p = run(&n, &format!("{spelling}:shared"), 1).unwrap();
+            assert_eq!(p.tasks.len(), 1);
+            let n_net = n.class_indexes(DeviceClass::Network).len();
+            assert_eq!(n_net, 7, "six OpenFabrics functions and eno6");
+            assert!(run(&n, spelling, 7).is_ok(), "{spelling}: 7 tasks, 7 cards");
+            assert!(matches!(run(&n, spelling, 8), Err(PlanError::TooManyTasks { .. })));
+        }
+        let p = run(&n, "mlx5_0", 1).unwrap();
+        assert_eq!(n.devices[p.tasks[0].devices[0]].ofed_name.as_deref(), Some("mlx5_0"));
+        assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), cores("16-31"));
+        assert!(matches!(run(&n, "mlx5_99", 1), Err(PlanError::UnknownDevice { .. })));
+        assert!(n.class_indexes(DeviceClass::Block).len() == 2);
+    }
+}
+
+#[test]
+fn turin_interleave_orders() {
+    for n in turins() {
+        let gpus = n.class_indexes(DeviceClass::Gpu);
+        let order = |level| {
+            map_by_device::plan::interleave(&n.topology, &n.devices, &gpus, level)
+                .iter()
+                .map(|i| gpus.iter().position(|g| g == i).unwrap())
+                .collect::<Vec<_>>()
+        };
+        use map_by_device::spec::GroupLevel::*;
+        assert_eq!(order(Package), [0, 2, 1, 3]);
+        assert_eq!(order(Numa), [0, 1, 2, 3], "a level that does not group leaves the order");
+        assert_eq!(order(L3Cache), [0, 1, 2, 3], "a locality larger than the level leaves the order");
+    }
+}
+
+#[test]
+fn uneven_groups_drop_out() {
+    let n = node("uneven-3plus1.xml");
+    let gpus = n.class_indexes(DeviceClass::Gpu);
+    assert_eq!(gpus.len(), 4);
+    let il = map_by_device::plan::interleave(&n.topology, &n.devices, &gpus, map_by_device::spec::GroupLevel::Package);
+    let pos: Vec<usize> = il.iter().map(|i| gpus.iter().position(|g| g == i).unwrap()).collect();
+    assert_eq!(pos, [0, 3, 1, 2], "G0, G3, G1, G2");
+}
+
+#[test]
+fn turin_environment() {
+    for n in turins() {
+        let p = run(&n, "gpu", 4).unwrap();
+        for t in &p.tasks {
+            let d = &n.devices[t.devices[0]];
+            let uuid = &t.env["CUDA_VISIBLE_DEVICES"];
+            assert!(uuid.starts_with("GPU-") && uuid.len() == 40, "{uuid}");
+            assert_eq!(d.identity.as_ref().unwrap().display_id(), *uuid);
+            assert!(t.env["PMIX_DEVICE_ID"].starts_with("gpu://") && t.env["PMIX_DEVICE_ID"].contains("::nvml"));
+            assert!(!t.env.contains_key("CUDA_DEVICE_ORDER"));
+            assert!(!t.env.contains_key("ROCR_VISIBLE_DEVICES"));
+        }
+        let uuids: std::collections::BTreeSet<&String> =
+            p.tasks.iter().map(|t| &t.env["CUDA_VISIBLE_DEVICES"]).collect();
+        assert_eq!(uuids.len(), 4, "each task its own GPU");
+        let p = run(&n, "network:bind=none", 1).unwrap();
+        let t = &p.tasks[0];
+        assert_eq!(t.cpus, None, "bind=none leaves the mask alone");
+        assert_eq!(t.env["NCCL_IB_HCA"], "=mlx5_0");
+        assert_eq!(t.env["UCX_NET_DEVICES"], "mlx5_0:1");
+        assert!(t.env["PMIX_DEVICE_ID"].starts_with("fab://"));
+        assert!(!t.env.contains_key("PSM3_NIC"));
+        // The plain Ethernet NIC gets no fabric variable.
+        let p = run(&n, "eno6", 1).unwrap();
+        assert!(!p.tasks[0].env.contains_key("NCCL_IB_HCA") && !p.tasks[0].env.contains_key("UCX_NET_DEVICES"));
+    }
+}
+
+#[test]
+fn refusals() {
+    let n = node("turin-h200.xml");
+    assert!(matches!(run(&n, "gpu", 5), Err(PlanError::TooManyTasks { .. })));
+    assert!(matches!(run(&n, "gpu:ndev=2", 3), Err(PlanError::TooManyTasks { .. })));
+    assert!(matches!(run(&n, "gpu:ndev=5", 1), Err(PlanError::NdevTooLarge { .. })));
+    let e = run(&n, "gpu,ndev=2", 1).unwrap_err();
+    assert!(e.to_string().contains("comma"), "{e}");
+    let none = node("no-gpu.xml");
+    assert!(matches!(run(&none, "gpu", 1), Err(PlanError::NoDevices { .. })));
+    assert!(run(&none, "none", 4).unwrap().tasks.is_empty());
+    // No identity, no device mapping: the DRM-only export and a distro hwloc's view.
+    let drm = node("drm-only.xml");
+    assert_eq!(drm.class_indexes(DeviceClass::Gpu).len(), 2, "the ASPEED decoy is not a GPU");
+    let e = run(&drm, "gpu", 1).unwrap_err();
+    assert!(matches!(e, PlanError::NoIdentity { .. }), "{e}");
+    assert!(e.to_string().contains("NVML") && e.to_string().contains("proc_root"), "{e}");
+    let real = node_at(shared("turin-4gpu.xml"), NodeOptions::default());
+    assert_eq!(real.class_indexes(DeviceClass::Gpu).len(), 4);
+    assert!(matches!(run(&real, "gpu", 1), Err(PlanError::NoIdentity { .. })));
+    // Network mapping needs no GPU identity.
+    assert!(run(&real, "network", 2).is_ok());
+}
+
+#[test]
+fn allowed_cpus_bound_every_mask() {
+    let n = node("turin-h200.xml");
+    let spec = Spec::parse("gpu:bind=core").unwrap();
+    let allowed = CpuSet::parse_list("20-23,148-151,32-35").unwrap();
+    let f = StepFacts { ntasks: 2, allowed_cpus: Some(allowed.clone()), ..StepFacts::default() };
+    let p = plan(&spec, &n, &f).unwrap();
+    assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), "20,148", "first allowed core near GPU0");
+    assert_eq!(p.tasks[1].cpus.as_ref().unwrap().to_list(), "32");
+    for t in &p.tasks {
+        assert!(t.cpus.as_ref().unwrap().is_subset(&allowed));
+    }
+    // A GPU whose locality lies outside the step's CPUs cannot be bound.
+    let f = StepFacts { ntasks: 3, allowed_cpus: Some(allowed), ..StepFacts::default() };
+    let e = plan(&spec, &n, &f).unwrap_err();
+    assert!(matches!(e, PlanError::OutsideAllocation { .. }), "{e}");
+    assert!(e.to_string().contains("96-111,224-239") && e.to_string().contains("20-23"), "{e}");
+}
+
+#[test]
+fn cpus_per_task_is_the_default_pe_for_core_binding() {
+    let n = node("turin-h200.xml");
+    let f = StepFacts { ntasks: 2, cpus_per_task: Some(4), ..StepFacts::default() };
+    let p = plan(&Spec::parse("gpu:bind=core").unwrap(), &n, &f).unwrap();
+    assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), cores("16-19"));
+    let p = plan(&Spec::parse("gpu:hwtcpus").unwrap(), &n, &f).unwrap();
+    assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), "16-17,144-145", "4 hardware threads");
+    // The default binding (locality) is not per core: cpus-per-task does not shrink it.
+    let p = plan(&Spec::parse("gpu").unwrap(), &n, &f).unwrap();
+    assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), cores("16-31"));
+}
+
+#[test]
+fn step_gpus_narrow_the_list() {
+    let n = node("turin-h200.xml");
+    let f = StepFacts { ntasks: 2, step_gpus: Some(vec![1, 3]), ..StepFacts::default() };
+    let p = plan(&Spec::parse("gpu").unwrap(), &n, &f).unwrap();
+    let bus: Vec<String> = p.tasks.iter().map(|t| n.devices[t.devices[0]].busid_text()).collect();
+    assert_eq!(bus, ["0000:16:00.0", "0000:e6:00.0"]);
+    let f = StepFacts { ntasks: 3, step_gpus: Some(vec![1, 3]), ..StepFacts::default() };
+    assert!(matches!(plan(&Spec::parse("gpu").unwrap(), &n, &f), Err(PlanError::TooManyTasks { .. })));
+    let f = StepFacts { ntasks: 1, step_gpus: Some(vec![7]), ..StepFacts::default() };
+    assert!(matches!(plan(&Spec::parse("gpu").unwrap(), &n, &f), Err(PlanError::StepGpuOutOfRange { .. })));
+}
+
+#[test]
+fn closest_follows_the_existing_binding() {
+    let n = node("turin-h200.xml");
+    let spec = Spec::parse("gpu:closest").unwrap();
+    let bound = |lists: &[&str]| StepFacts {
+        ntasks: lists.len() as u32,
+        task_cpus: Some(lists.iter().map(|l| CpuSet::parse_list(l).unwrap()).collect()),
+        ..StepFacts::default()
+    };
+    let bus = |p: &Plan| p.tasks.iter().map(|t| n.devices[t.devices[0]].busid_text()).collect::<Vec<_>>();
+    // Core 100 sits in GPU2's NUMA; core 40 in GPU1's.
+    let p = plan(&spec, &n, &bound(&["100", "40"])).unwrap();
+    assert_eq!(bus(&p), ["0000:96:00.0", "0000:16:00.0"]);
+    assert!(p.tasks.iter().all(|t| t.cpus.is_none()), "closest implies bind=none");
+    // Core 0 (NUMA 0, no GPU): ties at the package, split by core order -> GPU0; core 63 -> GPU1.
+    let p = plan(&spec, &n, &bound(&["0", "63"])).unwrap();
+    assert_eq!(bus(&p), ["0000:06:00.0", "0000:16:00.0"]);
+    // Two tasks nearest one GPU need shared.
+    assert!(matches!(plan(&spec, &n, &bound(&["16", "17"])), Err(PlanError::ClosestCollision { .. })));
+    assert!(plan(&Spec::parse("gpu:closest:shared").unwrap(), &n, &bound(&["16", "17"])).is_ok());
+    // Unbound tasks take the plain order.
+    let all = n.topology.all_cpus().to_list();
+    let p = plan(&spec, &n, &bound(&[&all, &all])).unwrap();
+    assert_eq!(bus(&p), ["0000:06:00.0", "0000:16:00.0"]);
+}
+
+#[test]
+fn degenerate_topologies_warn_and_proceed() {
+    for name in ["degenerate-one-complex.xml", "degenerate-machine.xml"] {
+        let n = node(name);
+        let p = run(&n, "gpu", 4).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let ids: std::collections::BTreeSet<_> =
+            p.tasks.iter().map(|t| t.env["CUDA_VISIBLE_DEVICES"].clone()).collect();
+        assert_eq!(ids.len(), 4, "{name}: each task its own GPU");
+        if name == "degenerate-machine.xml" {
+            assert!(
+                p.warnings.iter().any(|w| w.contains("binding could not be made more specific")),
+                "{name}: {:?}",
+                p.warnings
+            );
+            // Package binding is finer than a Machine locality: tasks spread over packages.
+            let c = cpus(&n, "gpu:bind=package", 2);
+            assert_ne!(c[0], c[1]);
+        } else {
+            // Package-local GPUs: bind=package is exactly the locality, so it is accepted.
+            assert!(run(&n, "gpu:bind=package", 4).is_ok());
+        }
+    }
+}
+
+#[test]
+fn amd_node_pads_rocm_smi_ids() {
+    let n = node("amd-mi250x.xml");
+    let gpus = n.class_indexes(DeviceClass::Gpu);
+    assert_eq!(gpus.len(), 8);
+    let p = run(&n, "gpu", 8).unwrap();
+    for t in &p.tasks {
+        let v = &t.env["ROCR_VISIBLE_DEVICES"];
+        assert!(v.starts_with("GPU-") && v.len() == 20, "GPU- + 16 hex digits: {v}");
+        assert!(!t.env.contains_key("CUDA_VISIBLE_DEVICES"));
+    }
+    assert!(p.tasks.iter().any(|t| t.env["ROCR_VISIBLE_DEVICES"].starts_with("GPU-0")), "a zero-padded id");
+}
+
+#[test]
+fn intel_level_zero_mask_and_model() {
+    let opts = |m| NodeOptions { ze_hierarchy: m, ..NodeOptions::default() };
+    let n = node_at(fixture("intel-pvc.xml"), opts(Some(ZeHierarchy::Composite)));
+    let p = run(&n, "gpu", 2).unwrap();
+    assert_eq!(p.tasks[0].env["ZE_AFFINITY_MASK"], "0");
+    assert_eq!(p.tasks[1].env["ZE_AFFINITY_MASK"], "1");
+    assert_eq!(p.tasks[0].env["ZE_FLAT_DEVICE_HIERARCHY"], "COMPOSITE");
+    // The task already names the same model: only the mask.
+    let mut env = BTreeMap::new();
+    env.insert("ZE_FLAT_DEVICE_HIERARCHY".to_string(), "composite".to_string());
+    let f = StepFacts { ntasks: 1, env: env.clone(), ..StepFacts::default() };
+    let p = plan(&Spec::parse("gpu").unwrap(), &n, &f).unwrap();
+    assert!(
+        p.tasks[0].env.contains_key("ZE_AFFINITY_MASK") && !p.tasks[0].env.contains_key("ZE_FLAT_DEVICE_HIERARCHY")
+    );
+    // A different model: set neither, and say so.
+    env.insert("ZE_FLAT_DEVICE_HIERARCHY".to_string(), "FLAT".to_string());
+    let f = StepFacts { ntasks: 1, env, ..StepFacts::default() };
+    let p = plan(&Spec::parse("gpu").unwrap(), &n, &f).unwrap();
+    assert!(
+        !p.tasks[0].env.contains_key("ZE_AFFINITY_MASK") && !p.tasks[0].env.contains_key("ZE_FLAT_DEVICE_HIERARCHY")
+    );
+    assert!(p.warnings.iter().any(|w| w.contains("FLAT") && w.contains("COMPOSITE")), "{:?}", p.warnings);
+    // Unknown discovery model: no mask, a warning naming the config key.
+    let n = node_at(fixture("intel-pvc.xml"), opts(None));
+    let p = run(&n, "gpu", 1).unwrap();
+    assert!(!p.tasks[0].env.contains_key("ZE_AFFINITY_MASK"));
+    assert!(p.warnings.iter().any(|w| w.contains("ze_hierarchy")));
+}
+
+#[test]
+fn omnipath_gets_psm3_only() {
+    let n = node("omnipath.xml");
+    let p = run(&n, "openfabrics", 2).unwrap();
+    let hfis: Vec<&String> = p.tasks.iter().filter_map(|t| t.env.get("PSM3_NIC")).collect();
+    assert_eq!(hfis, ["hfi1_0", "hfi1_1"]);
+    for t in &p.tasks {
+        for never in ["HFI_UNIT", "FI_OPX_HFI_SELECT", "NCCL_IB_HCA", "UCX_NET_DEVICES"] {
+            assert!(!t.env.contains_key(never), "{never}");
+        }
+    }
+}
+
+#[test]
+fn every_real_topology_maps_or_refuses_clearly() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/topologies");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("../shared/topologies must exist") {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("xml") {
+            continue;
+        }
+        seen += 1;
+        let n = node_at(path.clone(), NodeOptions::default());
+        for spec in ["gpu", "network", "block", "gpu:interleave:bind=core", "network:ndev=2:shared"] {
+            match run(&n, spec, 2) {
+                Ok(p) => {
+                    assert_eq!(p.tasks.len(), 2);
+                    for t in &p.tasks {
+                        let c = t.cpus.as_ref().unwrap();
+                        assert!(!c.is_empty() && c.is_subset(&n.topology.all_cpus()), "{}: {spec}", path.display());
+                        assert!(
+                            t.env.contains_key("PMIX_DEVICE_ID") || spec.starts_with("block"),
+                            "{}: {spec}",
+                            path.display()
+                        );
+                    }
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    assert!(!text.contains('\n') && text.len() > 40, "{}: {spec}: {text}", path.display());
+                }
+            }
+        }
+    }
+    assert!(seen >= 12, "all real topologies read ({seen})");
+}
