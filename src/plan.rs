@@ -438,7 +438,9 @@ impl<'a> Binder<'a> {
         let mut candidates: Vec<usize> = Vec::new();
         for d in &own {
             for (i, u) in self.units.iter().enumerate() {
-                if u.is_subset(&d.locality) && u.intersects(&self.allowed) && !candidates.contains(&i) {
+                // Inside the device's locality, or holding it without leaving the task's.
+                let near = u.is_subset(&d.locality) || (d.locality.is_subset(u) && u.is_subset(&locality));
+                if near && u.intersects(&self.allowed) && !candidates.contains(&i) {
                     candidates.push(i);
                 }
             }

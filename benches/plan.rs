@@ -1,0 +1,80 @@
+//! `cargo bench --bench plan`: the planner's cost, as ratios measured side by side in one run.
+//!
+//! 1. `map-by-device plan` on the Turin fixture against `lstopo-no-graphics -i` on the same
+//!    file (hwloc's own XML load, the floor), interleaved, medians: target ratio <= 1.3.
+//! 2. Planning alone on a 64-GPU, 256-core synthetic node with 1,024 tasks (`shared`), and
+//!    with 128 tasks, against loading that node: planning must stay well under a millisecond
+//!    and grow linearly with the task count.
+
+use map_by_device::load;
+use map_by_device::node::{Node, NodeOptions};
+use map_by_device::plan::{plan, StepFacts};
+use map_by_device::spec::Spec;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn time_cmd(cmd: &mut Command) -> Duration {
+    let t = Instant::now();
+    let status = cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().expect("command runs");
+    assert!(status.success(), "{cmd:?} failed");
+    t.elapsed()
+}
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let turin = root.join("topologies/turin-h200.xml");
+    let big = root.join("topologies/synthetic-64gpu.xml");
+    let exe = root.join("target/release/map-by-device");
+    let build = Command::new("cargo").args(["build", "--release", "--bin", "map-by-device"]).status();
+    assert!(build.map(|s| s.success()).unwrap_or(false), "release build of the CLI");
+
+    let rounds = 41;
+    let (mut ours, mut floor) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        ours.push(time_cmd(Command::new(&exe).arg("plan").arg("--topology").arg(&turin).args([
+            "-n",
+            "4",
+            "gpu:interleave",
+        ])));
+        floor.push(time_cmd(Command::new("lstopo-no-graphics").arg("-i").arg(&turin).args(["--of", "console"])));
+    }
+    let (o, f) = (median(ours), median(floor));
+    println!(
+        "cli plan vs lstopo load (Turin, {rounds} interleaved runs): {:.2} ms vs {:.2} ms, ratio {:.2} (target <= 1.3)",
+        o.as_secs_f64() * 1e3,
+        f.as_secs_f64() * 1e3,
+        o.as_secs_f64() / f.as_secs_f64()
+    );
+
+    let t = Instant::now();
+    let topo = load::from_xml_file(&big).expect("synthetic node loads");
+    let node = Node::new(topo, NodeOptions::default());
+    let load_time = t.elapsed();
+    let spec = Spec::parse("gpu:shared:bind=core").expect("spec");
+    let time_plan = |n: u32| {
+        let facts = StepFacts { ntasks: n, ..StepFacts::default() };
+        let runs: Vec<Duration> = (0..51)
+            .map(|_| {
+                let t = Instant::now();
+                let p = plan(&spec, &node, &facts).expect("plan");
+                assert_eq!(p.tasks.len(), n as usize);
+                t.elapsed()
+            })
+            .collect();
+        median(runs)
+    };
+    let (small, large) = (time_plan(128), time_plan(1024));
+    println!(
+        "plan 64 GPUs: 1024 tasks {:.3} ms, 128 tasks {:.3} ms (x{:.1} for x8 tasks, linear = 8), load+enumerate {:.2} ms",
+        large.as_secs_f64() * 1e3,
+        small.as_secs_f64() * 1e3,
+        large.as_secs_f64() / small.as_secs_f64(),
+        load_time.as_secs_f64() * 1e3
+    );
+}
