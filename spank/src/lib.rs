@@ -1,1 +1,313 @@
-//! The SPANK plugin (being written).
+//! The map-by-device SPANK plugin: `srun --map-by-device=SPEC` places each task of a step
+//! next to its own device, binds it to that device's CPUs and names the device in the
+//! variables its runtime reads. Thin glue: every decision is the engine's
+//! (`map_by_device::{spec, config, load, node, plan}`); this crate talks to Slurm.
+//!
+//! Hooks (why these, in docs/plugin.md):
+//! - `init` (every context): register `--map-by-device`, read the plugstack.conf arguments.
+//! - `init_post_opt` in srun/sbatch/salloc: refuse a bad spec or a broken configuration
+//!   before anything is allocated or launched.
+//! - `user_init` in slurmstepd, once per step: load the topology, make the whole node's plan,
+//!   keep it (or the refusal) for the tasks.
+//! - `task_init` in each task, as the user, after Slurm's own binding and just before exec:
+//!   set the task's CPU mask and variables; report a refusal of the job's own request (the
+//!   step fails, srun exits 1).
+//!
+//! **Invariants:** no panic leaves a hook (each body runs under `catch_unwind`, so the
+//! slurm-spank crate's global locks are never poisoned either); nothing the job's user
+//! controls chooses what topology is read; a task is never bound outside the step's CPUs.
+
+mod affinity;
+mod step;
+
+use map_by_device::config::Config;
+use map_by_device::spec::Spec;
+use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle, SpankOption, SPANK_PLUGIN};
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use step::{Origin, Step};
+
+mod slurm_version {
+    include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
+}
+
+// The bindings (and so the values of the spank_item enum this plugin passes to Slurm) must
+// come from the same Slurm as the version the plugin declares: SKIP_SLURM_BINDINGS builds
+// use the crate's bundled 23.11 bindings, whose items do not match 22.05.
+const _: () = assert!(
+    slurm_version::SLURM_VERSION_NUMBER == slurm_spank::SLURM_VERSION_NUMBER,
+    "slurm-spank's bindings were not generated from the installed Slurm headers: unset SKIP_SLURM_BINDINGS and build from the workspace (see spank/shim/slurm/spank.h)"
+);
+
+SPANK_PLUGIN!(b"map-by-device", slurm_version::SLURM_VERSION_NUMBER, MapByDevice);
+
+/// The option's name, as users type it (`--map-by-device=SPEC`).
+const OPTION: &str = "map-by-device";
+
+/// The option's one-line `--help` text.
+const USAGE: &str = "Place each task next to its own device and bind it to that device's CPUs. \
+SPEC = gpu|network|block|DEVICE|none[:interleave[=LEVEL]][:shared][:ndev=N][:pe=N][:hwtcpus][:bind=LEVEL][:closest][:verbose]";
+
+/// The plugin's state in one process (srun, sbatch, salloc, slurmd or one step's slurmstepd;
+/// each task inherits a copy when slurmstepd forks it).
+#[derive(Default)]
+pub struct MapByDevice {
+    /// The plugstack.conf arguments, read in `init`, or why they could not be.
+    config: Option<Result<Config, String>>,
+    /// slurmstepd: the step's plan or refusal, from `user_init`.
+    step: Option<Step>,
+}
+
+/// An error a hook returns to Slurm.
+#[derive(Debug)]
+enum HookError {
+    /// Shown to the user through `slurm_error` by [`MapByDevice::report_error`].
+    Report(String),
+    /// Fails the hook without a message (another task of the step reports it).
+    Quiet(String),
+}
+
+impl fmt::Display for HookError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HookError::Report(m) | HookError::Quiet(m) => f.write_str(m),
+        }
+    }
+}
+
+impl Error for HookError {}
+
+type HookResult = Result<(), Box<dyn Error>>;
+
+/// Runs a hook body, turning a panic into a reported error so that no panic reaches the
+/// slurm-spank wrapper (which would poison its locks) or Slurm.
+fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResult {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Box::new(e)),
+        Err(panic) => Err(Box::new(HookError::Report(format!(
+            "internal error in {hook}: {} (please report this bug)",
+            panic_message(panic.as_ref())
+        )))),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-text panic".to_string())
+}
+
+/// Logs for the administrator: slurmd.log from slurmstepd/slurmd (never the user's terminal).
+fn admin_log(level: LogLevel, message: &str) {
+    spank_log(level, &format!("map-by-device: {message}"));
+}
+
+unsafe impl Plugin for MapByDevice {
+    /// No tracing subscriber: this plugin logs through Slurm directly, and does not read
+    /// `RUST_LOG` from a user's environment.
+    fn setup(&mut self, _spank: &mut SpankHandle) -> HookResult {
+        Ok(())
+    }
+
+    fn init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        guarded("init", || {
+            let context = spank.context().map_err(|e| HookError::Report(format!("cannot tell the context: {e}")))?;
+            let args: Result<Vec<String>, String> = spank
+                .plugin_argv()
+                .map(|v| v.into_iter().map(str::to_string).collect())
+                .map_err(|e| format!("plugstack.conf arguments are not UTF-8: {e}"));
+            let config = args.and_then(|a| Config::from_plugin_args(&a).map_err(|e| e.to_string()));
+            match context {
+                Context::Local | Context::Allocator | Context::Remote => {
+                    spank
+                        .register_option(SpankOption::new(OPTION).takes_value("spec").usage(USAGE))
+                        .map_err(|e| HookError::Report(format!("cannot register --{OPTION}: {e}")))?;
+                }
+                Context::Slurmd => match &config {
+                    // Tell the admin at slurmd start, not at the first job.
+                    Err(e) => admin_log(LogLevel::Error, &format!("plugstack.conf: {e}")),
+                    Ok(c) => {
+                        if let Some(path) = &c.topology {
+                            if let Err(e) = std::fs::File::open(path) {
+                                admin_log(LogLevel::Error, &format!("cannot read topology={}: {e}", path.display()));
+                            }
+                        }
+                        admin_log(LogLevel::Debug, &format!("loaded with {c:?}"));
+                    }
+                },
+                Context::JobScript => {}
+            }
+            self.config = Some(config);
+            Ok(())
+        })
+    }
+
+    fn init_post_opt(&mut self, spank: &mut SpankHandle) -> HookResult {
+        guarded("init_post_opt", || {
+            let context = spank.context().map_err(|e| HookError::Report(format!("cannot tell the context: {e}")))?;
+            if !matches!(context, Context::Local | Context::Allocator) {
+                return Ok(());
+            }
+            // A broken configuration fails every submission, with its message: the admin
+            // hears of it at once, and no job runs with settings nobody intended.
+            if let Some(Err(e)) = &self.config {
+                return Err(HookError::Report(format!("plugstack.conf: {e}")));
+            }
+            if let Some(text) = user_spec(spank)? {
+                Spec::parse(&text).map_err(|e| HookError::Report(format!("invalid --{OPTION}={text}: {e}")))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        // Never fails: Slurm 22.05 ignores a user_init failure in srun's exit code, so the
+        // outcome is kept and reported from task_init.
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(Step, String), String> {
+            if spank.context().ok() != Some(Context::Remote) {
+                return Ok((Step::Off, String::new()));
+            }
+            let user = user_spec(spank).map_err(|e| e.to_string())?;
+            let inputs = step::Inputs {
+                user_spec: user,
+                config: self.config.clone().unwrap_or_else(|| Ok(Config::default())),
+                ntasks: spank.job_local_task_count().map_err(|e| format!("cannot read the local task count: {e}"))?,
+                cpus_per_task: spank.step_cpus_per_task().ok().and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1),
+                env: job_env(spank),
+            };
+            Ok(step::decide(inputs))
+        }));
+        let step = match outcome {
+            Ok(Ok((step, note))) => {
+                if !note.is_empty() {
+                    admin_log(LogLevel::Debug, &note);
+                }
+                step
+            }
+            // Whether the job asked is unknown here; refuse as if it did, so it is reported.
+            Ok(Err(message)) => Step::Refused { origin: Origin::User, message },
+            Err(panic) => Step::Refused {
+                origin: Origin::User,
+                message: format!(
+                    "internal error in user_init: {} (please report this bug)",
+                    panic_message(panic.as_ref())
+                ),
+            },
+        };
+        self.step = Some(step);
+        Ok(())
+    }
+
+    fn task_init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        guarded("task_init", || {
+            let Some(step) = &self.step else { return Ok(()) };
+            let task = spank.task_id().map_err(|e| HookError::Report(format!("cannot read the task id: {e}")))?;
+            let task = u32::try_from(task).map_err(|_| HookError::Report(format!("bad local task id {task}")))?;
+            let planned = match step {
+                Step::Off => return Ok(()),
+                Step::Refused { origin: Origin::AdminDefault, message } => {
+                    if task == 0 {
+                        admin_log(LogLevel::Debug, &format!("default not applied, task runs unmapped: {message}"));
+                    }
+                    return Ok(());
+                }
+                // The same node-wide refusal for every task: task 0 says it once.
+                Step::Refused { origin: Origin::User, message } => {
+                    return Err(if task == 0 {
+                        HookError::Report(message.clone())
+                    } else {
+                        HookError::Quiet(message.clone())
+                    })
+                }
+                Step::Planned(p) => p,
+            };
+            let soft = planned.origin == Origin::AdminDefault;
+            let refuse = |message: String| -> Result<(), HookError> {
+                if soft {
+                    admin_log(LogLevel::Debug, &format!("default not applied to task {task}: {message}"));
+                    Ok(())
+                } else {
+                    Err(HookError::Report(message))
+                }
+            };
+            let tp = match planned.task_plan(task) {
+                Ok(tp) => tp,
+                Err(message) => return refuse(message),
+            };
+            if let Some(cpus) = &tp.cpus {
+                // Never outside the step's CPUs, whatever the plan says.
+                if let Some(allowed) = &planned.facts.allowed_cpus {
+                    if !cpus.is_subset(allowed) {
+                        return refuse(format!(
+                            "task {task}: CPUs {cpus} are not all allocated to the step (allowed: {allowed}); not binding"
+                        ));
+                    }
+                }
+                if let Err(e) = affinity::set_current(cpus) {
+                    return refuse(format!("task {task}: cannot bind to CPUs {cpus}: {e}"));
+                }
+            }
+            for (name, value) in &tp.env {
+                if let Err(e) = spank.setenv(name, value, true) {
+                    return refuse(format!("task {task}: cannot set {name}={value}: {e}"));
+                }
+            }
+            if task == 0 && !soft {
+                for w in &planned.plan.warnings {
+                    slurm_spank::slurm_spank_log(&format!("map-by-device: warning: {w}"));
+                }
+            }
+            if planned.spec.verbose {
+                let now = affinity::current().ok();
+                let global = spank.task_global_id().ok();
+                slurm_spank::slurm_spank_log(&planned.verbose_line(task, global, &tp, now.as_ref()));
+            }
+            Ok(())
+        })
+    }
+
+    /// Errors are shown to the user with `slurm_error` (the crate's default logs at info
+    /// level, which users never see from slurmstepd: they would only read "rc=-1").
+    fn report_error(&self, _spank: &mut SpankHandle, error: &dyn Error) {
+        match error.downcast_ref::<HookError>() {
+            Some(HookError::Quiet(m)) => admin_log(LogLevel::Debug, m),
+            _ => {
+                let mut report = error.to_string();
+                let mut source = error.source();
+                while let Some(s) = source {
+                    report.push_str(&format!(": {s}"));
+                    source = s.source();
+                }
+                admin_log(LogLevel::Error, &report);
+            }
+        }
+    }
+}
+
+/// The job's `--map-by-device` text, from the command line, `#SBATCH` or the environment
+/// form (Slurm hands all three to the option callback, whose value the crate keeps).
+fn user_spec(spank: &SpankHandle) -> Result<Option<String>, HookError> {
+    spank
+        .get_option_value(OPTION)
+        .map(|v| v.map(|s| s.trim().to_string()))
+        .map_err(|e| HookError::Report(format!("--{OPTION} value is not UTF-8: {e}")))
+}
+
+/// The job's environment (`S_JOB_ENV`) as a map; entries that are not UTF-8 are skipped.
+fn job_env(spank: &SpankHandle) -> BTreeMap<String, String> {
+    spank
+        .job_env_os()
+        .map(|vars| {
+            vars.into_iter()
+                .filter_map(|kv| kv.to_str())
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
