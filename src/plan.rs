@@ -129,11 +129,15 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     let bind = spec.bind_level();
     let allowed = facts.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
     let mut binder = Binder::new(topo, bind, spec, facts, allowed);
+    let mut env_cache = HashMap::new();
     for (t, devs) in assignment.into_iter().enumerate() {
         let refs: Vec<&Device> = devs.iter().filter_map(|&i| node.devices.get(i)).collect();
         check_identity(&refs, &host)?;
         let cpus = binder.bind_task(&node.devices, &devs)?;
-        let (env, warnings) = crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy);
+        let (env, warnings) = env_cache
+            .entry(devs.clone())
+            .or_insert_with(|| crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy))
+            .clone();
         for w in warnings {
             let line = format!("task {t}: {w}");
             if !plan.warnings.contains(&line) {
@@ -360,6 +364,16 @@ struct Binder<'a> {
     uses: Vec<u32>,
     per_task: usize,
     allowed: CpuSet,
+    regions: HashMap<Vec<usize>, Region>,
+}
+
+/// Where one group of devices may be bound.
+#[derive(Clone)]
+enum Region {
+    /// Always these CPUs (`None`: leave the mask alone).
+    Fixed(Option<CpuSet>),
+    /// Pick from these units (indexes into `Binder::units`), least used first.
+    Units(Vec<usize>),
 }
 
 impl<'a> Binder<'a> {
@@ -393,15 +407,15 @@ impl<'a> Binder<'a> {
             uses,
             per_task: pe.unwrap_or(1) as usize,
             allowed,
+            regions: HashMap::new(),
         }
     }
 
-    fn bind_task(&mut self, devices: &[Device], devs: &[usize]) -> Result<Option<CpuSet>, PlanError> {
-        if self.level == BindLevel::None {
-            return Ok(None);
-        }
+    /// Where a task holding `devs` may be bound: a fixed CPU set, or the units to pick from
+    /// (in device order). Checks the allocation and the bind ceiling.
+    fn region(&self, devices: &[Device], devs: &[usize]) -> Result<Region, PlanError> {
         let own: Vec<&Device> = devs.iter().filter_map(|&i| devices.get(i)).collect();
-        let Some(first) = own.first() else { return Ok(None) };
+        let Some(first) = own.first() else { return Ok(Region::Fixed(None)) };
         let union = own.iter().fold(CpuSet::new(), |acc, d| acc.union(&d.locality));
         let locality = if own.len() == 1 {
             first.locality.clone()
@@ -428,19 +442,21 @@ impl<'a> Binder<'a> {
             }
             if self.units_are_level {
                 // The level object is the locality itself (bind=numa on a NUMA-local GPU).
-                return Ok(Some(obj.intersection(&self.allowed)));
+                return Ok(Region::Fixed(Some(obj.intersection(&self.allowed))));
             }
         }
         if self.level == BindLevel::Locality {
-            return Ok(Some(locality.intersection(&self.allowed)));
+            return Ok(Region::Fixed(Some(locality.intersection(&self.allowed))));
         }
         // Finer bindings come from the devices' own localities, in device order.
+        let mut taken = vec![false; self.units.len()];
         let mut candidates: Vec<usize> = Vec::new();
         for d in &own {
             for (i, u) in self.units.iter().enumerate() {
                 // Inside the device's locality, or holding it without leaving the task's.
                 let near = u.is_subset(&d.locality) || (d.locality.is_subset(u) && u.is_subset(&locality));
-                if near && u.intersects(&self.allowed) && !candidates.contains(&i) {
+                if near && !taken[i] && u.intersects(&self.allowed) {
+                    taken[i] = true;
                     candidates.push(i);
                 }
             }
@@ -453,6 +469,26 @@ impl<'a> Binder<'a> {
                 allowed: self.allowed.to_list(),
             });
         }
+        Ok(Region::Units(candidates))
+    }
+
+    fn bind_task(&mut self, devices: &[Device], devs: &[usize]) -> Result<Option<CpuSet>, PlanError> {
+        if self.level == BindLevel::None {
+            return Ok(None);
+        }
+        // Tasks with the same devices have the same region: work it out once per group.
+        let region = match self.regions.get(devs) {
+            Some(r) => r.clone(),
+            None => {
+                let r = self.region(devices, devs)?;
+                self.regions.insert(devs.to_vec(), r.clone());
+                r
+            }
+        };
+        let candidates = match region {
+            Region::Fixed(cpus) => return Ok(cpus),
+            Region::Units(candidates) => candidates,
+        };
         let mut order: Vec<(u32, usize, usize)> =
             candidates.iter().enumerate().map(|(pos, &i)| (self.uses[i], pos, i)).collect();
         order.sort_unstable();
