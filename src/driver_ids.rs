@@ -51,7 +51,11 @@ pub fn parse_nvidia_information(text: &str) -> Result<String, String> {
                 && hex
                     .char_indices()
                     .all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() });
-            return if ok { Ok(format!("GPU-{}", hex.to_ascii_lowercase())) } else { Err(format!("malformed GPU UUID {uuid:?}")) };
+            return if ok {
+                Ok(format!("GPU-{}", hex.to_ascii_lowercase()))
+            } else {
+                Err(format!("malformed GPU UUID {uuid:?}"))
+            };
         }
     }
     Err("no 'GPU UUID:' line (the driver leaves it out when its UUID cache is invalid)".into())

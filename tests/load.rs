@@ -1,0 +1,407 @@
+//! The hwloc loader against the real topologies in `../shared/topologies` (facts from its
+//! SOURCES.md) and against this machine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
+
+use map_by_device::cpuset::CpuSet;
+use map_by_device::load::{self, LoadError};
+use map_by_device::topology::{ObjKind, PciFunction, Topology};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn dir() -> PathBuf {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/topologies"));
+    assert!(dir.is_dir(), "topology directory {} is missing", dir.display());
+    dir
+}
+
+fn load(name: &str) -> Topology {
+    let path = dir().join(name);
+    load::from_xml_file(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn count(t: &Topology, kind: ObjKind) -> usize {
+    t.of_kind(kind).count()
+}
+
+fn function<'a>(t: &'a Topology, busid: &str) -> &'a PciFunction {
+    let busid = busid.parse().unwrap();
+    t.pci.iter().find(|f| f.busid == busid).unwrap_or_else(|| panic!("no {busid} with OS devices"))
+}
+
+fn names(f: &PciFunction) -> Vec<&str> {
+    f.osdevs.iter().map(|d| d.name.as_str()).collect()
+}
+
+/// What SOURCES.md says about one file.
+struct Facts {
+    file: &'static str,
+    packages: usize,
+    numa: usize,
+    cores: usize,
+    pus: usize,
+    /// GPU vendor, and how many display/accelerator functions of it carry OS devices.
+    gpu_vendor: u16,
+    gpus: usize,
+    hostname: Option<&'static str>,
+}
+
+#[rustfmt::skip]
+const FACTS: &[Facts] = &[
+    f("nvidiaDGX2.xml", 2, 2, 4, 4, 0x10de, 16, None),
+    f("coral-lassen.xml", 2, 2, 40, 160, 0x10de, 4, Some("lassen28")),
+    f("g4dnmetal.xml", 2, 2, 48, 96, 0x10de, 8, Some("gpu-st-g4dnmetal-1")),
+    f("eas-tioga.xml", 1, 4, 64, 128, 0x1002, 8, Some("tioga29")),
+    f("epyc-corona-p2.xml", 2, 2, 48, 96, 0x1002, 8, Some("corona282")),
+    f("cts1-quartz-smt1.xml", 2, 2, 36, 36, 0x10de, 0, Some("quartz386")),
+    f("turin-4gpu-nvml.xml", 2, 8, 128, 256, 0x10de, 4, Some("h200-1001")),
+    f("turin-4gpu.xml", 2, 8, 128, 256, 0x10de, 4, Some("h200-1001")),
+    f("tuo.CPX.xml", 4, 4, 96, 192, 0x1002, 4, Some("testhost-amd")),
+    f("ipa20.xml", 2, 8, 112, 224, 0x10de, 4, Some("testhost-nvidia")),
+    f("corona.xml", 2, 2, 48, 96, 0x1002, 8, Some("corona263")),
+    f("sierra.xml", 2, 6, 44, 176, 0x10de, 4, Some("sierra3682")),
+];
+
+#[allow(clippy::too_many_arguments)]
+const fn f(
+    file: &'static str,
+    packages: usize,
+    numa: usize,
+    cores: usize,
+    pus: usize,
+    gpu_vendor: u16,
+    gpus: usize,
+    hostname: Option<&'static str>,
+) -> Facts {
+    Facts { file, packages, numa, cores, pus, gpu_vendor, gpus, hostname }
+}
+
+/// Shape rules every loaded topology must follow, whatever the file.
+fn check_shape(name: &str, t: &Topology) {
+    let root = &t.objects[0];
+    assert_eq!((root.kind, root.parent, root.depth), (ObjKind::Machine, None, 0), "{name}");
+    let pus: CpuSet = t.of_kind(ObjKind::Pu).fold(CpuSet::new(), |a, p| a.union(&p.cpuset));
+    assert_eq!(root.cpuset, pus, "{name}: Machine cpuset is the union of the PUs");
+    for (i, o) in t.objects.iter().enumerate().skip(1) {
+        let p = o.parent.unwrap_or_else(|| panic!("{name}: object {i} has no parent"));
+        assert!(p < i, "{name}: parent {p} after child {i}");
+        let parent = &t.objects[p];
+        assert_ne!(parent.kind, ObjKind::NumaNode, "{name}: NUMA node {p} is a parent");
+        assert!(o.cpuset.is_subset(&parent.cpuset), "{name}: {i} not inside its parent");
+        let expected = if o.kind == ObjKind::NumaNode { parent.depth } else { parent.depth + 1 };
+        assert_eq!(o.depth, expected, "{name}: depth of object {i} ({:?})", o.kind);
+    }
+    for pu in t.of_kind(ObjKind::Pu) {
+        assert_eq!(pu.cpuset, CpuSet::single(pu.os_index.unwrap()), "{name}: PU cpuset");
+    }
+    let localities = t.pci.iter().map(|f| f.locality).chain(t.loose.iter().map(|l| l.locality));
+    for l in localities {
+        assert_ne!(t.objects[l].kind, ObjKind::NumaNode, "{name}: locality {l} is a NUMA node");
+    }
+    assert!(t.pci.iter().all(|f| !f.osdevs.is_empty()), "{name}: PCI function without osdev");
+}
+
+#[test]
+fn every_topology_loads_with_the_documented_counts() {
+    let mut files: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".xml"))
+        .collect();
+    files.sort();
+    let mut known: Vec<String> = FACTS.iter().map(|f| f.file.to_string()).collect();
+    known.sort();
+    assert_eq!(files, known, "every XML in the directory needs a FACTS row (see SOURCES.md)");
+
+    for facts in FACTS {
+        let name = facts.file;
+        let t = load(name);
+        check_shape(name, &t);
+        let got = (
+            count(&t, ObjKind::Package),
+            count(&t, ObjKind::NumaNode),
+            count(&t, ObjKind::Core),
+            count(&t, ObjKind::Pu),
+        );
+        let expected = (facts.packages, facts.numa, facts.cores, facts.pus);
+        assert_eq!(got, expected, "{name}: packages, NUMA nodes, cores, PUs");
+        assert_eq!(t.all_cpus().len(), facts.pus, "{name}");
+        let vendor = facts.gpu_vendor;
+        let gpus = t.pci.iter().filter(|f| f.vendor_id == vendor && is_gpu_class(f.class_id));
+        assert_eq!(gpus.count(), facts.gpus, "{name}: GPU functions of {vendor:04x}");
+        assert_eq!(t.hostname.as_deref(), facts.hostname, "{name}");
+    }
+}
+
+/// Display (0x03xx) or processing accelerator (0x12xx).
+fn is_gpu_class(class: u16) -> bool {
+    class >> 8 == 0x03 || class >> 8 == 0x12
+}
+
+#[test]
+fn turin_nvml_gpus_carry_cuda_opencl_and_nvml_devices() {
+    let t = load("turin-4gpu-nvml.xml");
+    let gpus: Vec<&PciFunction> = t.pci.iter().filter(|f| f.vendor_id == 0x10de).collect();
+    assert_eq!(gpus.len(), 4);
+    let mut uuids = Vec::new();
+    for f in gpus {
+        assert_eq!(f.device_id, 0x2335, "{}", f.busid);
+        let names = names(f);
+        for prefix in ["cuda", "opencl", "nvml"] {
+            assert!(names.iter().any(|n| n.starts_with(prefix)), "{}: {names:?}", f.busid);
+        }
+        let nvml = f.osdevs.iter().find(|d| d.name.starts_with("nvml")).unwrap();
+        assert_eq!((nvml.osdev_type.as_str(), nvml.subtype.as_deref()), ("GPU", Some("NVML")));
+        assert_eq!(nvml.info("GPUModel"), Some("NVIDIA H200"));
+        uuids.push(nvml.info("NVIDIAUUID").expect("NVIDIAUUID on the nvml osdev").to_string());
+        let cuda = f.osdevs.iter().find(|d| d.name.starts_with("cuda")).unwrap();
+        assert_eq!((cuda.osdev_type.as_str(), cuda.subtype.as_deref()), ("CoProc", Some("CUDA")));
+    }
+    uuids.sort();
+    uuids.dedup();
+    assert_eq!(uuids.len(), 4, "distinct NVIDIAUUIDs");
+}
+
+#[test]
+fn turin_gpu_locality_is_its_numa_group() {
+    for name in ["turin-4gpu.xml", "turin-4gpu-nvml.xml"] {
+        let t = load(name);
+        let gpu = function(&t, "0000:06:00.0");
+        let local = &t.objects[gpu.locality];
+        assert_eq!(local.cpuset, CpuSet::parse_list("16-31,144-159").unwrap(), "{name}");
+        assert_eq!(local.kind, ObjKind::Group, "{name}: non-I/O ancestor is a Group");
+        // The Group sits under a Package; the NUMA node with the same CPUs hangs off it.
+        let ancestors = t.ancestors(gpu.locality);
+        assert!(ancestors.iter().any(|&i| t.objects[i].kind == ObjKind::Package), "{name}");
+        let numa = t.objects.iter().filter(|o| o.kind == ObjKind::NumaNode);
+        assert!(numa.into_iter().any(|n| n.cpuset == local.cpuset), "{name}");
+    }
+}
+
+#[test]
+fn turin_drm_only_export_keeps_the_bmc_display() {
+    let t = load("turin-4gpu.xml");
+    let bmc = function(&t, "0000:53:00.0");
+    assert_eq!((bmc.vendor_id, bmc.device_id, bmc.class_id), (0x1a03, 0x2000, 0x0300));
+    assert_eq!(names(bmc), ["card0"]);
+    assert_eq!(bmc.osdevs[0].osdev_type, "GPU");
+    for f in t.pci.iter().filter(|f| f.vendor_id == 0x10de) {
+        let names = names(f);
+        assert!(names.iter().any(|n| n.starts_with("renderD")), "{}: {names:?}", f.busid);
+        assert!(names.iter().any(|n| n.starts_with("card")), "{}: {names:?}", f.busid);
+    }
+}
+
+#[test]
+fn tuolumne_cpx_has_six_rsmi_partitions_per_function() {
+    let t = load("tuo.CPX.xml");
+    let apus: Vec<&PciFunction> = t.pci.iter().filter(|f| f.vendor_id == 0x1002).collect();
+    assert_eq!(apus.len(), 4);
+    let mut all = Vec::new();
+    for f in apus {
+        assert_eq!((f.device_id, f.class_id), (0x74a0, 0x1200), "{}", f.busid);
+        assert_eq!(f.osdevs.len(), 6, "{}", f.busid);
+        for d in &f.osdevs {
+            assert!(d.name.starts_with("rsmi"), "{}", d.name);
+            assert_eq!((d.osdev_type.as_str(), d.subtype.as_deref()), ("GPU", Some("RSMI")));
+            assert!(d.info("AMDUUID").is_some(), "{}", d.name);
+            all.push(d.name.clone());
+        }
+    }
+    all.sort();
+    let mut expected: Vec<String> = (0..24).map(|i| format!("rsmi{i}")).collect();
+    expected.sort();
+    assert_eq!(all, expected);
+}
+
+#[test]
+fn tioga_disks_are_loose_and_gpus_hang_off_l3() {
+    let t = load("eas-tioga.xml");
+    let mut loose: Vec<(&str, &str, ObjKind)> = t
+        .loose
+        .iter()
+        .map(|l| (l.osdev.name.as_str(), l.osdev.osdev_type.as_str(), t.objects[l.locality].kind))
+        .collect();
+    loose.sort();
+    assert_eq!(loose, [("sda", "Block", ObjKind::Machine), ("sdb", "Block", ObjKind::Machine)]);
+    for f in t.pci.iter().filter(|f| f.vendor_id == 0x1002) {
+        assert_eq!(t.objects[f.locality].kind, ObjKind::L3Cache, "{}", f.busid);
+        assert_eq!(names(f).len(), 1);
+        assert!(f.osdevs[0].name.starts_with("rsmi"));
+    }
+}
+
+#[test]
+fn dgx2_nvml_devices_are_coprocessors_without_subtype() {
+    let t = load("nvidiaDGX2.xml");
+    for f in t.pci.iter() {
+        assert_eq!(f.vendor_id, 0x10de, "{}", f.busid);
+        assert_eq!(names(f).len(), 1);
+        let d = &f.osdevs[0];
+        assert!(d.name.starts_with("nvml"), "{}", d.name);
+        assert_eq!((d.osdev_type.as_str(), d.subtype.as_deref()), ("CoProc", None));
+        assert_eq!(d.info("Backend"), Some("NVML"));
+        assert!(d.info("NVIDIAUUID").is_some());
+    }
+}
+
+#[test]
+fn lassen_keeps_pci_domains_and_nic_ports() {
+    let t = load("coral-lassen.xml");
+    let domains: Vec<u32> = t.pci.iter().filter(|f| f.vendor_id == 0x10de).map(|f| f.busid.domain).collect();
+    assert!(domains.contains(&0x0004) && domains.contains(&0x0035), "{domains:?}");
+    let hcas: Vec<&str> = t.pci.iter().flat_map(|f| &f.osdevs).map(|d| d.name.as_str()).collect();
+    for name in ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "hsi0", "nvme0n1"] {
+        assert!(hcas.contains(&name), "{name} missing from {hcas:?}");
+    }
+    let mlx = t.pci.iter().flat_map(|f| &f.osdevs).find(|d| d.name == "mlx5_0").unwrap();
+    assert_eq!(mlx.osdev_type, "OpenFabrics");
+}
+
+#[test]
+fn v1_xml_files_load_with_their_devices() {
+    let sierra = load("sierra.xml");
+    let bmc = function(&sierra, "0002:02:00.0");
+    assert_eq!(bmc.vendor_id, 0x1a03);
+    assert_eq!(names(bmc), ["card4", "controlD68"]);
+    let cuda = sierra.pci.iter().flat_map(|f| &f.osdevs).filter(|d| d.name.starts_with("cuda"));
+    assert_eq!(cuda.count(), 4);
+    // The four V100 HBM NUMA nodes (P#252..) have no CPUs.
+    let empty: Vec<Option<u32>> =
+        sierra.of_kind(ObjKind::NumaNode).filter(|n| n.cpuset.is_empty()).map(|n| n.os_index).collect();
+    assert_eq!(empty, [Some(252), Some(253), Some(254), Some(255)]);
+
+    let corona = load("corona.xml");
+    let rsmi = corona.pci.iter().flat_map(|f| &f.osdevs).filter(|d| d.name.starts_with("rsmi"));
+    assert_eq!(rsmi.count(), 8);
+    assert!(corona.loose.iter().any(|l| l.osdev.name == "sda"));
+}
+
+#[test]
+fn missing_file_names_the_path() {
+    let path = dir().join("no-such-topology.xml");
+    let err = load::from_xml_file(&path).unwrap_err();
+    assert!(matches!(&err, LoadError::Read { path: p, .. } if *p == path), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("No such file") && msg.contains("topology="), "{msg}");
+    assert!(!msg.contains('\n'));
+}
+
+#[test]
+fn garbage_xml_is_rejected_with_its_name() {
+    let err = load::from_xml_str("this is not XML <at all").unwrap_err();
+    assert!(matches!(err, LoadError::XmlRejected { .. }), "{err:?}");
+    let err = load::from_xml_str("<topology>\0</topology>").unwrap_err();
+    assert!(matches!(err, LoadError::XmlRejected { .. }), "{err:?}");
+
+    let path = std::env::temp_dir().join(format!("map-by-device-garbage-{}.xml", std::process::id()));
+    std::fs::write(&path, "<?xml version=\"1.0\"?>\n<html><body>oops</body></html>\n").unwrap();
+    let err = load::from_xml_file(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, LoadError::XmlRejected { .. }), "{err:?}");
+    assert!(msg.contains(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
+}
+
+#[test]
+fn hwloc3_xml_gets_a_re_export_hint() {
+    let xml = std::fs::read_to_string(dir().join("nvidiaDGX2.xml")).unwrap();
+    assert!(xml.contains("<topology version=\"2.0\">"));
+    let err = load::from_xml_str(&xml.replace("<topology version=\"2.0\">", "<topology version=\"3.0\">")).unwrap_err();
+    assert!(matches!(err, LoadError::XmlV3 { .. }), "{err:?}");
+    assert!(err.to_string().contains("--export-xml-flags v2"), "{err}");
+}
+
+// --- live(): run in a child process so environment variables never touch this one ---
+
+const CHILD: &str = "MAP_BY_DEVICE_LIVE_CHILD";
+
+/// Runs `live_child` in a fresh copy of this test binary with `env` added and every other
+/// HWLOC_* variable removed; returns its stdout.
+fn run_child(env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["live_child", "--exact", "--nocapture", "--test-threads=1"]).env(CHILD, "1");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("HWLOC_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "child failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("LIVE:"), "child test did not run: {stdout}");
+    stdout
+}
+
+/// Prints what live() returned; only does something when started by `run_child`.
+#[test]
+fn live_child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    match load::live() {
+        Ok(t) => {
+            check_shape("live", &t);
+            let cpus = t.all_cpus();
+            println!("LIVE: ok pus={} cpus={} host={:?}", cpus.len(), cpus.to_list(), t.hostname);
+        }
+        Err(LoadError::Environment { name, value }) => println!("LIVE: refused {name}={value}"),
+        Err(e) => println!("LIVE: error {e}"),
+    }
+}
+
+#[test]
+fn live_reads_this_machine() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online = CpuSet::parse_list(online.trim()).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let expected = format!("LIVE: ok pus={} cpus={} host={:?}", online.len(), online.to_list(), Some(host.trim()));
+    assert!(run_child(&[]).contains(&expected), "expected {expected}");
+    // Variables that only change hwloc's stderr are allowed.
+    assert!(run_child(&[("HWLOC_HIDE_ERRORS", "1")]).contains(&expected));
+}
+
+#[test]
+fn live_refuses_variables_that_replace_the_machine() {
+    let xml = dir().join("turin-4gpu.xml").display().to_string();
+    for (name, value) in [
+        ("HWLOC_XMLFILE", xml.as_str()),
+        ("HWLOC_SYNTHETIC", "pack:4 pu:8"),
+        ("HWLOC_FSROOT", "/tmp"),
+        ("HWLOC_COMPONENTS", "xml"),
+        ("HWLOC_THISSYSTEM", "1"),
+        ("HWLOC_PLUGINS_PATH", "/tmp"),
+        ("HWLOC_PCI_LOCALITY", "0000:06 0x1"),
+    ] {
+        let out = run_child(&[(name, value)]);
+        assert!(out.contains(&format!("LIVE: refused {name}={value}")), "{name}: {out}");
+    }
+}
+
+#[test]
+fn environment_error_names_the_variable_and_the_fix() {
+    let err = LoadError::Environment { name: "HWLOC_XMLFILE".into(), value: "/x.xml".into() };
+    let msg = err.to_string();
+    assert!(msg.contains("HWLOC_XMLFILE=/x.xml") && msg.contains("unset"), "{msg}");
+}
+
+#[test]
+fn xml_path_and_text_give_the_same_topology() {
+    let path = dir().join("cts1-quartz-smt1.xml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(load::from_xml_file(&path).unwrap(), load::from_xml_str(&text).unwrap());
+}
+
+#[test]
+fn loading_turin_is_fast_enough_for_every_step() {
+    let path = dir().join("turin-4gpu-nvml.xml");
+    let start = std::time::Instant::now();
+    for _ in 0..5 {
+        load::from_xml_file(&path).unwrap();
+    }
+    let each = start.elapsed() / 5;
+    println!("turin-4gpu-nvml.xml: {each:?} per load");
+    assert!(each < std::time::Duration::from_millis(500), "{each:?}");
+}
