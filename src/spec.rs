@@ -95,8 +95,35 @@ pub enum SpecError {
     Conflict { first: &'static str, second: &'static str, reason: &'static str },
 }
 
-/// The qualifier names, in the order they are listed to users.
-const QUALIFIERS: [&str; 8] = ["interleave", "shared", "ndev", "pe", "hwtcpus", "bind", "closest", "verbose"];
+/// The qualifiers, in the order they are listed to users.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Qualifier {
+    Interleave,
+    Shared,
+    Ndev,
+    Pe,
+    Hwtcpus,
+    Bind,
+    Closest,
+    Verbose,
+}
+
+const QUALIFIERS: [(&str, Qualifier); 8] = [
+    ("interleave", Qualifier::Interleave),
+    ("shared", Qualifier::Shared),
+    ("ndev", Qualifier::Ndev),
+    ("pe", Qualifier::Pe),
+    ("hwtcpus", Qualifier::Hwtcpus),
+    ("bind", Qualifier::Bind),
+    ("closest", Qualifier::Closest),
+    ("verbose", Qualifier::Verbose),
+];
+
+impl Qualifier {
+    fn name(self) -> &'static str {
+        QUALIFIERS.iter().find(|(_, q)| *q == self).map_or("?", |(n, _)| n)
+    }
+}
 
 const GROUP_LEVELS: [(&str, GroupLevel); 5] = [
     ("package", GroupLevel::Package),
@@ -195,7 +222,7 @@ impl Spec {
             Target::Name(target_text.to_string())
         };
         let mut spec = Spec::new(target);
-        let mut seen: Vec<&'static str> = Vec::new();
+        let mut seen: Vec<Qualifier> = Vec::new();
         for part in parts {
             if spec.target == Target::None {
                 return Err(SpecError::NoneWithQualifiers { spec: text.to_string() });
@@ -208,15 +235,15 @@ impl Spec {
                 Some((w, v)) => (w.trim(), Some(v.trim())),
                 None => (part, None),
             };
-            let table: Vec<(&'static str, &'static str)> = QUALIFIERS.iter().map(|q| (*q, *q)).collect();
-            let name = by_prefix("qualifier", word, &table).map_err(|e| match e {
+            let qualifier = by_prefix("qualifier", word, &QUALIFIERS).map_err(|e| match e {
                 SpecError::BadValue { value, expected, .. } => SpecError::UnknownQualifier { given: value, expected },
                 other => other,
             })?;
-            if seen.contains(&name) {
+            let name = qualifier.name();
+            if seen.contains(&qualifier) {
                 return Err(SpecError::Repeated { name, spec: text.to_string() });
             }
-            seen.push(name);
+            seen.push(qualifier);
             let no_value = |flag: &mut bool| -> Result<(), SpecError> {
                 match value {
                     Some(_) => Err(SpecError::UnexpectedValue { name, given: part.to_string() }),
@@ -226,30 +253,33 @@ impl Spec {
                     }
                 }
             };
-            match name {
-                "interleave" => {
+            match qualifier {
+                Qualifier::Interleave => {
                     spec.interleave = Some(match value {
                         None => GroupLevel::Package,
                         Some(v) if v.eq_ignore_ascii_case("node") => return Err(SpecError::InterleaveNode),
                         Some(v) => by_prefix("interleave level", v, &GROUP_LEVELS)?,
                     })
                 }
-                "shared" => {
+                Qualifier::Shared => {
                     spec.shared = match value {
                         None => true,
                         Some(v) => by_prefix("shared", v, &[("true", true), ("false", false)])?,
                     }
                 }
-                "ndev" => spec.ndev = positive("ndev", value.ok_or(SpecError::MissingValue { name, hint: "N" })?)?,
-                "pe" => spec.pe = Some(positive("pe", value.ok_or(SpecError::MissingValue { name, hint: "N" })?)?),
-                "bind" => {
+                Qualifier::Ndev => {
+                    spec.ndev = positive("ndev", value.ok_or(SpecError::MissingValue { name, hint: "N" })?)?
+                }
+                Qualifier::Pe => {
+                    spec.pe = Some(positive("pe", value.ok_or(SpecError::MissingValue { name, hint: "N" })?)?)
+                }
+                Qualifier::Bind => {
                     let v = value.ok_or(SpecError::MissingValue { name, hint: "level" })?;
                     spec.bind = Some(by_prefix("bind level", v, &BIND_LEVELS)?);
                 }
-                "hwtcpus" => no_value(&mut spec.hwtcpus)?,
-                "closest" => no_value(&mut spec.closest)?,
-                "verbose" => no_value(&mut spec.verbose)?,
-                _ => unreachable_qualifier(name)?,
+                Qualifier::Hwtcpus => no_value(&mut spec.hwtcpus)?,
+                Qualifier::Closest => no_value(&mut spec.closest)?,
+                Qualifier::Verbose => no_value(&mut spec.verbose)?,
             }
         }
         if spec.closest {
@@ -302,11 +332,6 @@ impl Spec {
     pub fn is_none(&self) -> bool {
         self.target == Target::None
     }
-}
-
-/// Keeps the qualifier match exhaustive without a panic path.
-fn unreachable_qualifier(name: &str) -> Result<(), SpecError> {
-    Err(SpecError::UnknownQualifier { given: name.to_string(), expected: QUALIFIERS.join(", ") })
 }
 
 impl fmt::Display for GroupLevel {
