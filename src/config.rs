@@ -193,6 +193,7 @@ fn absolute(key: &'static str, path: PathBuf, origin: &str, example: &'static st
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::io::Write;
@@ -240,7 +241,7 @@ mod tests {
         assert_eq!(c.default.as_deref(), Some("gpu:verbose"));
         assert_eq!(c.topology.as_deref(), Some(Path::new("/etc/slurm/t.xml")));
         assert_eq!(c.default_spec().unwrap().to_string(), "gpu:verbose");
-        assert_eq!(Config::from_plugin_args(&args(&["default=none"])).unwrap().default_spec().unwrap().is_none(), true);
+        assert!(Config::from_plugin_args(&args(&["default=none"])).unwrap().default_spec().unwrap().is_none());
     }
 
     #[test]

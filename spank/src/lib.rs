@@ -43,12 +43,17 @@ const _: () = assert!(
 
 SPANK_PLUGIN!(b"map-by-device", slurm_version::SLURM_VERSION_NUMBER, MapByDevice);
 
+/// Step ids above this are Slurm's own steps (batch script, extern, interactive), which are
+/// not the job's tasks: they are left alone, or the batch script would be bound like task 0
+/// and pass its variables on to every step it launches (`SLURM_MAX_NORMAL_STEP_ID`, slurm.h).
+const SLURM_MAX_NORMAL_STEP_ID: u32 = 0xffff_fff0;
+
 /// The option's name, as users type it (`--map-by-device=SPEC`).
 const OPTION: &str = "map-by-device";
 
 /// The option's one-line `--help` text.
-const USAGE: &str = "Place each task next to its own device and bind it to that device's CPUs. \
-SPEC = gpu|network|block|DEVICE|none[:interleave[=LEVEL]][:shared][:ndev=N][:pe=N][:hwtcpus][:bind=LEVEL][:closest][:verbose]";
+const USAGE: &str = "Give each task its own device and the CPUs near it. SPEC is gpu, network, block, \
+a device name or none, then :qualifiers (interleave shared ndev=N pe=N hwtcpus bind=LEVEL closest verbose)";
 
 /// The plugin's state in one process (srun, sbatch, salloc, slurmd or one step's slurmstepd;
 /// each task inherits a copy when slurmstepd forks it).
@@ -58,6 +63,8 @@ pub struct MapByDevice {
     config: Option<Result<Config, String>>,
     /// slurmstepd: the step's plan or refusal, from `user_init`.
     step: Option<Step>,
+    /// The error the last hook returned is not to be shown (see [`HookError::Quiet`]).
+    quiet: bool,
 }
 
 /// An error a hook returns to Slurm.
@@ -137,7 +144,10 @@ unsafe impl Plugin for MapByDevice {
                                 admin_log(LogLevel::Error, &format!("cannot read topology={}: {e}", path.display()));
                             }
                         }
-                        admin_log(LogLevel::Debug, &format!("loaded with {c:?}"));
+                        admin_log(
+                            LogLevel::Debug,
+                            &format!("built for Slurm {}, settings {c:?}", slurm_version::SLURM_VERSION_TEXT),
+                        );
                     }
                 },
                 Context::JobScript => {}
@@ -168,9 +178,26 @@ unsafe impl Plugin for MapByDevice {
     fn user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
         // Never fails: Slurm 22.05 ignores a user_init failure in srun's exit code, so the
         // outcome is kept and reported from task_init.
+        if spank.context().ok() != Some(Context::Remote) {
+            return Ok(());
+        }
+        // Who asked, known before anything can go wrong: an unexpected failure below is
+        // then hard for the job's own request, soft for the admin's default, and nothing
+        // at all for a step that asked for nothing.
+        let requested = if spank.get_option_value_os(OPTION).is_some() {
+            Some(Origin::User)
+        } else if matches!(&self.config, Some(Ok(c)) if c.default.is_some()) {
+            Some(Origin::AdminDefault)
+        } else {
+            None
+        };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(Step, String), String> {
-            if spank.context().ok() != Some(Context::Remote) {
-                return Ok((Step::Off, String::new()));
+            let step_id = spank.job_stepid().map_err(|e| format!("cannot read the step id: {e}"))?;
+            if step_id >= SLURM_MAX_NORMAL_STEP_ID {
+                return Ok((
+                    Step::Off,
+                    format!("step {step_id:#x} is Slurm's own (batch, extern or interactive): not mapped"),
+                ));
             }
             let user = user_spec(spank).map_err(|e| e.to_string())?;
             let inputs = step::Inputs {
@@ -179,32 +206,35 @@ unsafe impl Plugin for MapByDevice {
                 ntasks: spank.job_local_task_count().map_err(|e| format!("cannot read the local task count: {e}"))?,
                 cpus_per_task: spank.step_cpus_per_task().ok().and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1),
                 env: job_env(spank),
+                step_alloc_cores: spank.step_alloc_cores().ok().map(str::to_string),
             };
             Ok(step::decide(inputs))
         }));
-        let step = match outcome {
+        let failure = match outcome {
             Ok(Ok((step, note))) => {
                 if !note.is_empty() {
                     admin_log(LogLevel::Debug, &note);
                 }
-                step
+                self.step = Some(step);
+                return Ok(());
             }
-            // Whether the job asked is unknown here; refuse as if it did, so it is reported.
-            Ok(Err(message)) => Step::Refused { origin: Origin::User, message },
-            Err(panic) => Step::Refused {
-                origin: Origin::User,
-                message: format!(
-                    "internal error in user_init: {} (please report this bug)",
-                    panic_message(panic.as_ref())
-                ),
-            },
+            Ok(Err(message)) => message,
+            Err(panic) => {
+                format!("internal error in user_init: {} (please report this bug)", panic_message(panic.as_ref()))
+            }
         };
-        self.step = Some(step);
+        self.step = Some(match requested {
+            Some(origin) => Step::Refused { origin, message: failure },
+            None => {
+                admin_log(LogLevel::Info, &failure);
+                Step::Off
+            }
+        });
         Ok(())
     }
 
     fn task_init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        guarded("task_init", || {
+        let result = guarded("task_init", || {
             let Some(step) = &self.step else { return Ok(()) };
             let task = spank.task_id().map_err(|e| HookError::Report(format!("cannot read the task id: {e}")))?;
             let task = u32::try_from(task).map_err(|_| HookError::Report(format!("bad local task id {task}")))?;
@@ -265,27 +295,28 @@ unsafe impl Plugin for MapByDevice {
             if planned.spec.verbose {
                 let now = affinity::current().ok();
                 let global = spank.task_global_id().ok();
-                slurm_spank::slurm_spank_log(&planned.verbose_line(task, global, &tp, now.as_ref()));
+                // Slurm's node name is in the task's environment by now (not in user_init's).
+                let node = spank.getenv("SLURMD_NODENAME").ok().flatten();
+                let line = planned.verbose_line(node.as_deref(), task, global, &tp, now.as_ref());
+                slurm_spank::slurm_spank_log(&line);
             }
             Ok(())
-        })
+        });
+        self.quiet = matches!(&result, Err(e) if matches!(e.downcast_ref::<HookError>(), Some(HookError::Quiet(_))));
+        result
     }
 
     /// Errors are shown to the user with `slurm_error` (the crate's default logs at info
     /// level, which users never see from slurmstepd: they would only read "rc=-1").
     fn report_error(&self, _spank: &mut SpankHandle, error: &dyn Error) {
-        match error.downcast_ref::<HookError>() {
-            Some(HookError::Quiet(m)) => admin_log(LogLevel::Debug, m),
-            _ => {
-                let mut report = error.to_string();
-                let mut source = error.source();
-                while let Some(s) = source {
-                    report.push_str(&format!(": {s}"));
-                    source = s.source();
-                }
-                admin_log(LogLevel::Error, &report);
-            }
+        let mut report = error.to_string();
+        let mut source = error.source();
+        while let Some(s) = source {
+            report.push_str(&format!(": {s}"));
+            source = s.source();
         }
+        let level = if self.quiet { LogLevel::Debug } else { LogLevel::Error };
+        admin_log(level, &report);
     }
 }
 
@@ -310,4 +341,32 @@ fn job_env(spank: &SpankHandle) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_reported_error() {
+        let err = guarded("task_init", || -> Result<(), HookError> { panic!("boom {}", 42) }).unwrap_err();
+        let hook = err.downcast_ref::<HookError>().expect("a HookError");
+        assert!(matches!(hook, HookError::Report(_)));
+        assert_eq!(err.to_string(), "internal error in task_init: boom 42 (please report this bug)");
+        let err = guarded("init", || -> Result<(), HookError> { std::panic::panic_any(7u8) }).unwrap_err();
+        assert!(err.to_string().contains("non-text panic"));
+    }
+
+    #[test]
+    fn errors_pass_through_and_success_is_ok() {
+        assert!(guarded("init", || Ok(())).is_ok());
+        let err = guarded("init", || Err(HookError::Quiet("q".into()))).unwrap_err();
+        assert!(matches!(err.downcast_ref::<HookError>(), Some(HookError::Quiet(m)) if m == "q"));
+    }
+
+    #[test]
+    fn usage_is_one_line() {
+        assert!(!USAGE.contains('\n'));
+    }
 }

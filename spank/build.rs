@@ -1,0 +1,50 @@
+//! Reads the installed Slurm's version from `slurm/slurm_version.h`, so that the
+//! `plugin_version` the .so exports is the version of the Slurm it was built against: Slurm
+//! refuses a plugin whose version is not its own ("Incompatible Slurm plugin version").
+//!
+//! The header is looked for in `$SLURM_INCLUDE_DIR` (default `/usr/include`); Debian's
+//! `libslurm-dev` installs it.
+
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
+    let include = std::env::var_os("SLURM_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|| "/usr/include".into());
+    let header = include.join("slurm/slurm_version.h");
+    println!("cargo:rerun-if-changed={}", header.display());
+    let text = match std::fs::read_to_string(&header) {
+        Ok(t) => t,
+        Err(e) => fail(&format!(
+            "cannot read {}: {e}. Install the Slurm headers (Debian: apt-get install libslurm-dev) \
+             or point SLURM_INCLUDE_DIR at the directory that holds slurm/slurm_version.h",
+            header.display()
+        )),
+    };
+    let number = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("#define"))
+        .filter_map(|l| l.trim().strip_prefix("SLURM_VERSION_NUMBER"))
+        .find_map(|v| {
+            let v = v.trim();
+            let v = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X"))?;
+            u32::from_str_radix(v, 16).ok()
+        })
+        .unwrap_or_else(|| fail(&format!("no `#define SLURM_VERSION_NUMBER 0x...` in {}", header.display())));
+    let (major, minor, micro) = (number >> 16 & 0xff, number >> 8 & 0xff, number & 0xff);
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_else(|| fail("cargo did not set OUT_DIR")));
+    let code = format!(
+        "/// `SLURM_VERSION_NUMBER` of the Slurm headers this plugin was built against ({}).\n\
+         pub const SLURM_VERSION_NUMBER: u32 = {number:#08x};\n\
+         /// The same version as text.\n\
+         pub const SLURM_VERSION_TEXT: &str = \"{major:02}.{minor:02}.{micro}\";\n",
+        header.display()
+    );
+    if let Err(e) = std::fs::write(out.join("slurm_version.rs"), code) {
+        fail(&format!("cannot write {}: {e}", out.join("slurm_version.rs").display()));
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1)
+}

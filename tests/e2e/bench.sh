@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Benchmark: does the plugin make a step slower? Runs `srun -n N true` on the local
+# single-node cluster (tests/e2e/lib.sh, task/affinity), interleaving four plugstack.conf
+# settings round by round so that drift hits them all alike:
+#
+#   empty      no plugin at all (the reference)
+#   unused     the plugin loaded, no default, the job gives no spec
+#   live       a soft admin default (default=gpu) with live discovery: every step loads this
+#              machine's topology and finds no GPU here, so it runs unmapped
+#   fixture    topology=topologies/e2e-2gpu.xml, --map-by-device=gpu:shared: a real mapping
+#              (each task bound and given its GPU's variables)
+#
+# for N = 8 and N = 1, then prints medians and their ratios to "empty". Targets (issue 3):
+# unused <= 1.02, mapping <= 1.05; the per-task cost must not grow with N (compare the
+# added milliseconds at N=1 and N=8).
+#
+#   tests/e2e/bench.sh                 # 30 rounds
+#   E2E_BENCH_ROUNDS=60 tests/e2e/bench.sh
+
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/e2e/lib.sh
+source "$HERE/lib.sh"
+
+ROUNDS=${E2E_BENCH_ROUNDS:-30}
+FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
+CONFIGS=(empty unused live fixture)
+
+[[ $(id -u) == 0 ]] || { echo "bench.sh starts slurmd and slurmctld: run it as root" >&2; exit 1; }
+e2e_install_packages || exit 1
+e2e_build_plugin || exit 1
+e2e_init || exit 1
+trap e2e_cleanup EXIT
+trap 'exit 130' INT TERM
+# 64 CPUs declared, so that a step never waits for the previous job's CPUs to be released.
+E2E_DECLARED_CPUS=64 cluster_start affinity || { e2e_dump_logs; exit 1; }
+
+# configure NAME: plugstack.conf and the srun option for one setting (in OPT).
+configure() {
+    case $1 in
+        empty) set_plugstack_empty; OPT=() ;;
+        unused) set_plugstack ""; OPT=() ;;
+        live) set_plugstack "default=gpu"; OPT=() ;;
+        fixture) set_plugstack "topology=$FIX"; OPT=(--map-by-device=gpu:shared) ;;
+    esac
+}
+
+# One timed srun, in microseconds; fails the benchmark if the step fails.
+timed() {
+    local t0 t1
+    t0=$(date +%s%N)
+    srun "$@" true || { echo "srun $* failed" >&2; e2e_dump_logs; exit 1; }
+    t1=$(date +%s%N)
+    echo $(((t1 - t0) / 1000))
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print int((a[NR/2]+a[NR/2+1])/2)}'; }
+
+declare -A SAMPLES=()
+# Warm up every setting once (page cache, first dlopen of the plugin and hwloc).
+for c in "${CONFIGS[@]}"; do
+    configure "$c"
+    timed -n 8 "${OPT[@]}" >/dev/null
+done
+e2e_log "running $ROUNDS interleaved rounds of srun -n 8 and -n 1 for: ${CONFIGS[*]}"
+for ((r = 1; r <= ROUNDS; r++)); do
+    for n in 8 1; do
+        for c in "${CONFIGS[@]}"; do
+            configure "$c"
+            SAMPLES[$c.$n]+="$(timed -n "$n" "${OPT[@]}") "
+        done
+    done
+done
+
+declare -A MED=()
+for key in "${!SAMPLES[@]}"; do
+    MED[$key]=$(tr ' ' '\n' <<<"${SAMPLES[$key]}" | grep . | median)
+done
+
+echo
+printf 'srun -n N true, median of %d interleaved rounds (Slurm %s, %d CPUs, plugin %s)\n' \
+    "$ROUNDS" "$(srun --version | awk '{print $2}')" "$(nproc)" "$(basename "$E2E_PLUGIN")"
+printf '%-10s %12s %8s %10s %12s %8s %10s\n' setting "N=8 median" ratio "added" "N=1 median" ratio "added"
+for c in "${CONFIGS[@]}"; do
+    printf '%-10s %10.1fms %8.3f %8.1fms %10.1fms %8.3f %8.1fms\n' "$c" \
+        "$(awk "BEGIN {print ${MED[$c.8]} / 1000}")" "$(awk "BEGIN {print ${MED[$c.8]} / ${MED[empty.8]}}")" \
+        "$(awk "BEGIN {print (${MED[$c.8]} - ${MED[empty.8]}) / 1000}")" \
+        "$(awk "BEGIN {print ${MED[$c.1]} / 1000}")" "$(awk "BEGIN {print ${MED[$c.1]} / ${MED[empty.1]}}")" \
+        "$(awk "BEGIN {print (${MED[$c.1]} - ${MED[empty.1]}) / 1000}")"
+done
+echo
+echo "planning cost per step in slurmstepd (user_init, from slurmd.log, ms):"
+grep -o 'map-by-device: [a-z ]*[0-9]* tasks for [^ ]* in [0-9.]* ms\|map-by-device: refused (AdminDefault): .* in [0-9.]* ms' \
+    "$E2E_DIR/log/slurmd.log" |
+    sed -E 's/.*for ([^ ]*) in ([0-9.]+) ms/\1 \2/; s/.*refused \(AdminDefault\).* in ([0-9.]+) ms/default=gpu(live,no-gpu) \1/' |
+    awk '{n[$1]++; s[$1]+=$2; v[$1, n[$1]]=$2} END {for (k in n) printf "  %-26s %4d steps, mean %.1f ms\n", k, n[k], s[k]/n[k]}'

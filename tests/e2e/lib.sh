@@ -1,0 +1,296 @@
+# shellcheck shell=bash
+# A private single-node Slurm on localhost, for the end-to-end suite (run.sh), the benchmark
+# (bench.sh) and the demo (scripts/demo.sh). Source this file, then:
+#
+#   e2e_install_packages            # Debian packages, if missing (root)
+#   e2e_build_plugin                # cargo build --release -p map-by-device-spank
+#   e2e_init                        # private directory, ports, munge key
+#   cluster_start affinity|cgroup   # munged, slurmctld, slurmd -N node1; waits for idle
+#   set_plugstack "ARGS..."         # the plugin's plugstack.conf line (re-read by every
+#                                   # srun/sbatch and every step; no restart needed)
+#   cluster_stop                    # stops what cluster_start started, by pid
+#
+# Everything lives under $E2E_DIR (a fresh mktemp directory); the daemons find their config
+# through SLURM_CONF, exported here for every client this shell runs. Nothing system-wide is
+# touched, except the cgroup directories slurmd creates in cgroup mode, removed on stop.
+#
+# Layout: $E2E_DIR/{etc,munge,log,state,spool,lib,work}
+
+E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libudev-dev pkg-config)
+E2E_NODE=node1
+declare -gA E2E_PIDS=()
+E2E_MODE=""
+
+e2e_log() { printf 'e2e: %s\n' "$*" >&2; }
+
+# Installs the Debian packages the plugin's build and the cluster need, if any is missing.
+e2e_install_packages() {
+    local missing=() p
+    for p in "${E2E_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    if [[ $(id -u) != 0 ]]; then
+        e2e_log "missing packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})"
+        return 1
+    fi
+    e2e_log "installing ${missing[*]}"
+    # Keep the packages' own services from starting (no systemd, or a second slurmd).
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Makes sure cargo (with rustfmt) is there and recent enough for the workspace's
+# rust-version; installs a minimal stable toolchain with rustup if there is none.
+e2e_ensure_rust() {
+    local need have
+    need=$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$E2E_ROOT/Cargo.toml" | head -n1)
+    [[ -f $HOME/.cargo/env ]] && source "$HOME/.cargo/env"
+    if ! command -v cargo >/dev/null 2>&1; then
+        e2e_log "no cargo: installing a minimal stable Rust toolchain with rustup"
+        command -v curl >/dev/null 2>&1 ||
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl ca-certificates >/dev/null
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt >/dev/null ||
+            { e2e_log "rustup failed: install Rust $need or newer (https://rustup.rs)"; return 1; }
+        source "$HOME/.cargo/env"
+    fi
+    have=$(cargo --version | awk '{print $2}')
+    if [[ -n $need && $(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n1) != "$need" ]]; then
+        if command -v rustup >/dev/null 2>&1; then
+            e2e_log "cargo $have is older than the workspace's rust-version $need: rustup update stable"
+            rustup update stable >/dev/null && rustup default stable >/dev/null || return 1
+        else
+            e2e_log "cargo $have is older than the workspace's rust-version $need: install Rust $need or newer"
+            return 1
+        fi
+    fi
+    if ! cargo fmt --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+        rustup component add rustfmt >/dev/null 2>&1 || e2e_log "could not add rustfmt (the format check will be skipped)"
+    fi
+    return 0
+}
+
+# Builds the plugin (release) and sets E2E_PLUGIN_BUILT to the .so.
+e2e_build_plugin() {
+    local target=${CARGO_TARGET_DIR:-$E2E_ROOT/target}
+    e2e_log "building the plugin (cargo build --release -p map-by-device-spank)"
+    (cd "$E2E_ROOT" && cargo build --quiet --release -p map-by-device-spank) || return 1
+    E2E_PLUGIN_BUILT=$target/release/libmap_by_device_spank.so
+    [[ -f $E2E_PLUGIN_BUILT ]] || { e2e_log "no $E2E_PLUGIN_BUILT after the build"; return 1; }
+}
+
+# A TCP port nothing listens on, below the kernel's ephemeral range (a port that an
+# outgoing connection holds cannot be bound either).
+e2e_free_port() {
+    local p _ low
+    low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    ((low > 12000)) || low=32768
+    for _ in $(seq 100); do
+        p=$((10000 + RANDOM % (low - 10000)))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# Creates the private directory, the munge key and the ports; installs the plugin there.
+e2e_init() {
+    E2E_DIR=$(mktemp -d /tmp/mbd-e2e.XXXXXX) || return 1
+    # World-readable so that jobs of an unprivileged user can read configs and the socket.
+    chmod 755 "$E2E_DIR"
+    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work}
+    chmod 755 "$E2E_DIR"/{etc,munge,lib}
+    chmod 1777 "$E2E_DIR/work"
+    mungekey --create --keyfile="$E2E_DIR/munge/munge.key" >/dev/null 2>&1 ||
+        dd if=/dev/urandom of="$E2E_DIR/munge/munge.key" bs=1024 count=1 status=none
+    chmod 600 "$E2E_DIR/munge/munge.key"
+    E2E_CTLD_PORT=$(e2e_free_port) && E2E_SLURMD_PORT=$(e2e_free_port) || return 1
+    [[ $E2E_CTLD_PORT != "$E2E_SLURMD_PORT" ]] || E2E_SLURMD_PORT=$((E2E_CTLD_PORT + 1))
+    export SLURM_CONF=$E2E_DIR/etc/slurm.conf
+    E2E_PLUGIN=$E2E_DIR/lib/map_by_device.so
+    [[ -n ${E2E_PLUGIN_BUILT:-} ]] && e2e_install_plugin "$E2E_PLUGIN_BUILT"
+    set_plugstack_empty
+}
+
+# Installs a plugin .so by rename: a .so that slurmd has loaded is never overwritten in place.
+e2e_install_plugin() {
+    cp "$1" "$E2E_PLUGIN.new" && chmod 755 "$E2E_PLUGIN.new" && mv -f "$E2E_PLUGIN.new" "$E2E_PLUGIN"
+}
+
+# The plugin's plugstack.conf line with these arguments ("required": see docs/plugin.md).
+set_plugstack() {
+    printf 'required %s %s\n' "$E2E_PLUGIN" "$*" >"$E2E_DIR/etc/plugstack.conf.new"
+    chmod 644 "$E2E_DIR/etc/plugstack.conf.new"
+    mv -f "$E2E_DIR/etc/plugstack.conf.new" "$E2E_DIR/etc/plugstack.conf"
+}
+
+# No plugin at all.
+set_plugstack_empty() {
+    : >"$E2E_DIR/etc/plugstack.conf.new"
+    chmod 644 "$E2E_DIR/etc/plugstack.conf.new"
+    mv -f "$E2E_DIR/etc/plugstack.conf.new" "$E2E_DIR/etc/plugstack.conf"
+}
+
+# slurm.conf (and cgroup.conf) for MODE: "affinity" (task/affinity, 8 CPUs declared on the
+# real 2, as in the facts notes; E2E_DECLARED_CPUS changes the 8), "affinity-real"
+# (task/affinity, the real CPU count) or "cgroup" (task/cgroup with ConstrainCores on
+# cgroup v1, the real CPU count).
+e2e_write_slurm_conf() {
+    local mode=$1 cpus node_line task proctrack
+    cpus=$(nproc --all)
+    if [[ $mode == cgroup ]]; then
+        task="task/cgroup,task/affinity"
+        proctrack="proctrack/cgroup"
+        node_line="NodeName=$E2E_NODE NodeAddr=127.0.0.1 CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000"
+    elif [[ $mode == affinity-real ]]; then
+        task="task/affinity"
+        proctrack="proctrack/linuxproc"
+        node_line="NodeName=$E2E_NODE NodeAddr=127.0.0.1 CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000"
+    else
+        task="task/affinity"
+        proctrack="proctrack/linuxproc"
+        local n=${E2E_DECLARED_CPUS:-8}
+        node_line="NodeName=$E2E_NODE NodeAddr=127.0.0.1 CPUs=$n Sockets=1 CoresPerSocket=$n ThreadsPerCore=1 CpuBind=none RealMemory=1000"
+    fi
+    cat >"$E2E_DIR/etc/slurm.conf" <<EOF
+ClusterName=mbde2e
+SlurmctldHost=$(hostname -s)(127.0.0.1)
+SlurmctldPort=$E2E_CTLD_PORT
+SlurmdPort=$E2E_SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$E2E_DIR/munge/munge.socket
+StateSaveLocation=$E2E_DIR/state
+SlurmdSpoolDir=$E2E_DIR/spool
+SlurmctldPidFile=$E2E_DIR/state/slurmctld.pid
+SlurmdPidFile=$E2E_DIR/spool/slurmd.pid
+SlurmctldLogFile=$E2E_DIR/log/slurmctld.log
+SlurmdLogFile=$E2E_DIR/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=debug
+ProctrackType=$proctrack
+TaskPlugin=$task
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+MailProg=/bin/true
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+PlugStackConfig=$E2E_DIR/etc/plugstack.conf
+SlurmdParameters=config_overrides
+ReturnToService=2
+KillWait=2
+MinJobAge=600
+$node_line
+PartitionName=debug Nodes=$E2E_NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+    cat >"$E2E_DIR/etc/cgroup.conf" <<EOF
+CgroupPlugin=cgroup/v1
+ConstrainCores=yes
+EOF
+    chmod 644 "$E2E_DIR/etc/slurm.conf" "$E2E_DIR/etc/cgroup.conf"
+}
+
+# Whether cgroup mode can run here (Slurm 22.05's cgroup/v1 needs the v1 cpuset hierarchy).
+e2e_cgroup_v1_available() {
+    grep -qs ' /sys/fs/cgroup/cpuset cgroup ' /proc/mounts &&
+        grep -qs ' /sys/fs/cgroup/freezer cgroup ' /proc/mounts
+}
+
+# Waits up to $2 seconds for command $1 to succeed.
+e2e_wait_for() {
+    local what=$1 secs=$2 i
+    for ((i = 0; i < secs * 10; i++)); do
+        eval "$what" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# Starts munged, slurmctld and slurmd in the foreground (so $! is their pid), in MODE.
+cluster_start() {
+    E2E_MODE=${1:-affinity}
+    e2e_write_slurm_conf "$E2E_MODE"
+    local log=$E2E_DIR/log
+    munged -F --force --key-file="$E2E_DIR/munge/munge.key" --socket="$E2E_DIR/munge/munge.socket" \
+        --pid-file="$E2E_DIR/munge/munged.pid" --log-file="$log/munged.log" \
+        --seed-file="$E2E_DIR/munge/munged.seed" >>"$log/munged.out" 2>&1 &
+    E2E_PIDS[munged]=$!
+    e2e_wait_for "[[ -S '$E2E_DIR/munge/munge.socket' ]]" 10 || { e2e_log "munged did not start"; return 1; }
+    slurmctld -D -i >>"$log/slurmctld.out" 2>&1 &
+    E2E_PIDS[slurmctld]=$!
+    e2e_wait_for "scontrol ping | grep -q UP" 30 || { e2e_log "slurmctld did not answer"; return 1; }
+    slurmd -D -N "$E2E_NODE" >>"$log/slurmd.out" 2>&1 &
+    E2E_PIDS[slurmd]=$!
+    e2e_wait_for "[[ \$(sinfo -h -n $E2E_NODE -o %t) == idle ]]" 60 ||
+        { e2e_log "node $E2E_NODE did not become idle: $(sinfo -h -n $E2E_NODE -o '%t %E' 2>&1)"; return 1; }
+    e2e_log "cluster up ($E2E_MODE mode, $E2E_DIR, slurmctld port $E2E_CTLD_PORT)"
+}
+
+# Cancels the jobs, then stops the daemons this shell started (TERM, then KILL), by pid.
+cluster_stop() {
+    local name pid i
+    if [[ -n ${E2E_PIDS[slurmctld]:-} ]]; then
+        scancel --quiet --partition=debug >/dev/null 2>&1 || true
+        e2e_wait_for "[[ -z \$(squeue -h -o %i 2>/dev/null) ]]" 15 || true
+    fi
+    for name in slurmd slurmctld munged; do
+        pid=${E2E_PIDS[$name]:-}
+        [[ -n $pid ]] || continue
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < 100; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            e2e_log "$name ($pid) ignored TERM; killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+        unset "E2E_PIDS[$name]"
+    done
+    if [[ $E2E_MODE == cgroup ]]; then
+        e2e_remove_cgroups
+    fi
+    E2E_MODE=""
+}
+
+# Removes the (empty) cgroup directories slurmd made for this node in cgroup mode.
+e2e_remove_cgroups() {
+    local d
+    for d in /sys/fs/cgroup/*/slurm_"$E2E_NODE"; do
+        [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    return 0
+}
+
+# Prints the end of the daemons' logs (on failure).
+e2e_dump_logs() {
+    local f
+    for f in slurmctld.log slurmd.log; do
+        [[ -f $E2E_DIR/log/$f ]] || continue
+        printf '\n===== %s (last 150 lines) =====\n' "$f"
+        tail -n 150 "$E2E_DIR/log/$f"
+    done
+}
+
+# Stops the cluster and removes the private directory (keeps it with E2E_KEEP=1).
+e2e_cleanup() {
+    cluster_stop
+    if [[ -n ${E2E_DIR:-} && -d $E2E_DIR ]]; then
+        if [[ ${E2E_KEEP:-0} == 1 ]]; then
+            e2e_log "kept $E2E_DIR"
+        else
+            rm -rf "$E2E_DIR"
+        fi
+    fi
+}
