@@ -189,6 +189,27 @@ impl fmt::Display for CpuSet {
     }
 }
 
+/// Serializes a type as its `Display` text and reads it back with `FromStr`, so cached
+/// topologies stay readable (`"0-3,8"`, `"0000:06:00.0"`).
+macro_rules! serde_as_text {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use serde_as_text;
+
+serde_as_text!(CpuSet);
+
 impl fmt::Debug for CpuSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "CpuSet({})", self.to_list())
@@ -227,6 +248,15 @@ mod tests {
         assert!(!b.is_strict_superset(&b));
         assert!(b.is_subset(&a));
         assert!(CpuSet::new().is_subset(&b));
+    }
+
+    #[test]
+    fn serializes_as_cpulist_text() {
+        let s = CpuSet::parse_list("0-3,8").unwrap();
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(json, "\"0-3,8\"");
+        assert_eq!(serde_json::from_str::<CpuSet>(&json).unwrap(), s);
+        assert!(serde_json::from_str::<CpuSet>("\"3-1\"").is_err());
     }
 
     proptest! {

@@ -9,7 +9,7 @@ use crate::cpuset::CpuSet;
 use std::fmt;
 
 /// The kinds of CPU-side (non-I/O) object the planner cares about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum ObjKind {
     Machine,
     Package,
@@ -28,7 +28,7 @@ pub enum ObjKind {
 }
 
 /// One CPU-side object of the tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CpuObject {
     pub kind: ObjKind,
     /// hwloc's logical index within its kind (what `lstopo` prints as `L#`).
@@ -58,6 +58,8 @@ impl fmt::Display for PciBusId {
     }
 }
 
+crate::cpuset::serde_as_text!(PciBusId);
+
 impl std::str::FromStr for PciBusId {
     type Err = String;
     /// Reads `0000:06:00.0` or `06:00.0` (domain 0).
@@ -80,7 +82,7 @@ impl std::str::FromStr for PciBusId {
 }
 
 /// An hwloc OS device (`cuda0`, `nvml0`, `renderD128`, `mlx5_0`, `ib0`, `nvme0n1` ...).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OsDevice {
     pub name: String,
     /// hwloc's OS device type as it names it: "GPU", "CoProc", "Network", "OpenFabrics",
@@ -103,7 +105,7 @@ impl OsDevice {
 }
 
 /// A PCI function and the OS devices hwloc found under it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PciFunction {
     pub busid: PciBusId,
     pub vendor_id: u16,
@@ -116,7 +118,7 @@ pub struct PciFunction {
 }
 
 /// An OS device that hangs off no PCI function (`sda` under the Machine, for example).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LooseOsDevice {
     pub osdev: OsDevice,
     /// Index into [`Topology::objects`] of the nearest non-I/O ancestor.
@@ -124,7 +126,7 @@ pub struct LooseOsDevice {
 }
 
 /// A node's topology as plain data.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Topology {
     /// The `HostName` info of the root object, if any.
     pub hostname: Option<String>,

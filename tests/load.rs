@@ -405,3 +405,14 @@ fn loading_turin_is_fast_enough_for_every_step() {
     println!("turin-4gpu-nvml.xml: {each:?} per load");
     assert!(each < std::time::Duration::from_millis(500), "{each:?}");
 }
+
+/// A topology survives a JSON round trip unchanged (the plugin's per-node cache relies on it).
+#[test]
+fn topology_json_round_trip() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("topologies/turin-h200.xml");
+    let topo = map_by_device::load::from_xml_file(&path).unwrap();
+    let json = serde_json::to_string(&topo).unwrap();
+    let back: map_by_device::topology::Topology = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, topo);
+    assert!(json.contains("\"0000:06:00.0\""), "bus ids as text");
+}
