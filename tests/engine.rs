@@ -415,3 +415,61 @@ fn every_real_topology_maps_or_refuses_clearly() {
     }
     assert!(seen >= 12, "all real topologies read ({seen})");
 }
+
+mod invariants {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn turin() -> &'static Node {
+        static NODE: std::sync::OnceLock<Node> = std::sync::OnceLock::new();
+        NODE.get_or_init(|| node("turin-h200.xml"))
+    }
+
+    const SPECS: [&str; 8] = [
+        "gpu",
+        "gpu:bind=core",
+        "gpu:interleave:bind=core",
+        "gpu:pe=3",
+        "gpu:bind=hwthread",
+        "network:bind=l3cache",
+        "gpu:ndev=2:bind=numa",
+        "network:interleave=numa:pe=2:hwtcpus",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Whatever the step's CPUs, every mask is non-empty and inside them, and per-core
+        /// bindings of distinct devices never overlap.
+        #[test]
+        fn masks_stay_inside_the_step(
+            spec in 0..SPECS.len(),
+            ntasks in 1u32..5,
+            allowed in proptest::collection::btree_set(0u32..256, 1..120),
+        ) {
+            let n = turin();
+            let allowed: CpuSet = allowed.into_iter().collect();
+            let facts = StepFacts { ntasks, allowed_cpus: Some(allowed.clone()), ..StepFacts::default() };
+            let spec = Spec::parse(SPECS[spec]).unwrap();
+            match plan(&spec, n, &facts) {
+                Ok(p) => {
+                    prop_assert_eq!(p.tasks.len(), ntasks as usize);
+                    for t in &p.tasks {
+                        let c = t.cpus.as_ref().unwrap();
+                        prop_assert!(!c.is_empty() && c.is_subset(&allowed), "task {} got {}", t.task, c);
+                    }
+                    if spec.bind_level() == map_by_device::spec::BindLevel::Core {
+                        for (i, a) in p.tasks.iter().enumerate() {
+                            for b in &p.tasks[i + 1..] {
+                                prop_assert!(!a.cpus.as_ref().unwrap().intersects(b.cpus.as_ref().unwrap()));
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    let allowed_ok = matches!(e, PlanError::OutsideAllocation { .. } | PlanError::NoBindObject { .. } | PlanError::TooManyTasks { .. });
+                    prop_assert!(allowed_ok, "unexpected refusal: {}", e);
+                }
+            }
+        }
+    }
+}
