@@ -8,6 +8,7 @@
 //! facts) -> [`plan::Plan`] -> per task a CPU set and an environment ([`env`]). Nothing in
 //! this crate touches Slurm; the SPANK plugin in `spank/` is a thin caller.
 
+pub mod check;
 pub mod config;
 pub mod cpuset;
 pub mod device;

@@ -66,9 +66,9 @@ pub enum PlanError {
     UnknownDevice { name: String, host: String, known: String, hint: &'static str },
     #[error("GPU {device} at {busid} on {host} cannot be named to its runtime: {problem}. Without an identity every task would silently use the same GPU; {fix}")]
     NoIdentity { device: String, busid: String, host: String, problem: String, fix: &'static str },
-    #[error("{ntasks} tasks with ndev={ndev} need {needed} {class} devices, but {have} are available on {host}: add :shared to give several tasks one device, or run fewer tasks")]
+    #[error("{ntasks} tasks with ndev={ndev} need {needed} {class} devices, but {host} has {have} to give: add :shared to give several tasks one device, or run fewer tasks")]
     TooManyTasks { ntasks: u32, ndev: u32, needed: u64, class: String, have: usize, host: String },
-    #[error("ndev={ndev} asks for more {class} devices per task than the {have} available on {host}: lower ndev")]
+    #[error("ndev={ndev} asks for more {class} devices per task than the {have} that {host} has to give: lower ndev")]
     NdevTooLarge { ndev: u32, class: String, have: usize, host: String },
     #[error("bind={level} is above the locality of {device} ({locality_cpus}): the {level} holds CPUs {object_cpus}, so the task would not be near its device. Bind to a level inside the locality (e.g. bind=locality or bind=core), or use ndev= so that each task's devices span the {level}")]
     BindAboveLocality { level: BindLevel, device: String, locality_cpus: String, object_cpus: String },

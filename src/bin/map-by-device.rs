@@ -5,6 +5,8 @@
 //! stdout), 1 `check` found the node not ready.
 
 use clap::{Args, Parser, Subcommand};
+use map_by_device::check::{self, CheckInput, PluginEntry, PlugstackItem, Setup};
+use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::{Device, ZeHierarchy};
 use map_by_device::node::{Node, NodeOptions};
@@ -13,11 +15,15 @@ use map_by_device::report;
 use map_by_device::spec::{Spec, Target};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "map-by-device", version, about = "Preview --map-by-device plans on this node or on an lstopo XML")]
+#[command(
+    name = "map-by-device",
+    version,
+    about = "Preview --map-by-device plans on this node or on an lstopo XML, and check a node for the plugin"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -38,6 +44,25 @@ enum Command {
     },
     /// Show the plan for one step on this node: each task's devices, CPUs and variables.
     Plan(PlanArgs),
+    /// Tell whether this node is ready for the plugin (exit status 0 ready, 1 not ready).
+    ///
+    /// Reports the node's devices and their order, which GPUs can be named and how (hwloc
+    /// backend or driver file), which would be refused and why, the plugin's settings from
+    /// plugstack.conf and its config file, and whether the admin's default maps here.
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The plugstack.conf whose map_by_device line (and its includes) to check. Default when
+    /// reading this machine: slurm.conf's PlugStackConfig, else /etc/slurm/plugstack.conf.
+    #[arg(long, value_name = "FILE")]
+    plugstack: Option<PathBuf>,
+    /// A TOML config file to check, as if the plugstack line said config=FILE.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -89,8 +114,16 @@ struct PlanArgs {
 }
 
 fn node_from(source: &Source) -> Result<Node, String> {
-    let live = source.topology.is_none();
-    let topology = match &source.topology {
+    node_with(source, &Config::default(), false)
+}
+
+/// Builds the node from the flags, falling back on the plugin's settings (`check`): its
+/// `topology=`, `proc_root`, `sys_root` and `ze_hierarchy`. With `configured`, the Level Zero
+/// model comes from the settings only, as in the plugin.
+fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node, String> {
+    let xml = source.topology.as_ref().or(config.topology.as_ref());
+    let live = xml.is_none();
+    let topology = match xml {
         Some(path) => map_by_device::load::from_xml_file(path),
         None => map_by_device::load::live(),
     }
@@ -100,6 +133,7 @@ fn node_from(source: &Source) -> Result<Node, String> {
             ZeHierarchy::parse(m)
                 .ok_or_else(|| format!("invalid --ze-hierarchy {m:?}: expected FLAT, COMPOSITE or COMBINED"))?,
         ),
+        None if configured => config.ze_hierarchy,
         // The discovering process is this one: its own environment says which model applied.
         None if live => std::env::var("ZE_FLAT_DEVICE_HIERARCHY").ok().and_then(|v| ZeHierarchy::parse(&v)),
         None => None,
@@ -109,8 +143,16 @@ fn node_from(source: &Source) -> Result<Node, String> {
     });
     let options = NodeOptions {
         hostname,
-        proc_root: source.proc_root.clone().or_else(|| live.then(|| PathBuf::from("/proc"))),
-        sys_root: source.sys_root.clone().or_else(|| live.then(|| PathBuf::from("/sys"))),
+        proc_root: source
+            .proc_root
+            .clone()
+            .or_else(|| config.proc_root.clone())
+            .or_else(|| live.then(|| PathBuf::from("/proc"))),
+        sys_root: source
+            .sys_root
+            .clone()
+            .or_else(|| config.sys_root.clone())
+            .or_else(|| live.then(|| PathBuf::from("/sys"))),
         ze_hierarchy,
     };
     Ok(Node::new(topology, options))
@@ -179,7 +221,171 @@ fn devices_table(devices: &[&Device]) -> String {
     out
 }
 
-fn run(cli: Cli) -> Result<String, String> {
+/// The plugstack.conf Slurm reads: slurm.conf's `PlugStackConfig` (slurm.conf from
+/// `SLURM_CONF`, else /etc/slurm/slurm.conf), else /etc/slurm/plugstack.conf.
+fn system_plugstack() -> PathBuf {
+    let slurm_conf =
+        std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from);
+    let from_conf = std::fs::read_to_string(&slurm_conf).ok().and_then(|text| {
+        text.lines().find_map(|l| {
+            let l = l.split('#').next().unwrap_or("").trim();
+            let (k, v) = l.split_once('=')?;
+            k.trim().eq_ignore_ascii_case("PlugStackConfig").then(|| PathBuf::from(v.trim()))
+        })
+    });
+    from_conf.unwrap_or_else(|| PathBuf::from("/etc/slurm/plugstack.conf"))
+}
+
+/// Matches a file name against a glob pattern with `*` and `?` (what plugstack includes use).
+fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
+    match (pattern.first(), name.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob_match(&pattern[1..], name) || (!name.is_empty() && glob_match(pattern, &name[1..])),
+        (Some(b'?'), Some(_)) => glob_match(&pattern[1..], &name[1..]),
+        (Some(p), Some(n)) if p == n => glob_match(&pattern[1..], &name[1..]),
+        _ => false,
+    }
+}
+
+/// The files an `include` pattern names, sorted like glob(3); wildcards only in the last part.
+fn expand_include(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String> {
+    let path = base.join(pattern);
+    let has_wild = |s: &str| s.contains(['*', '?', '[']);
+    if !has_wild(pattern) {
+        return Ok(vec![path]);
+    }
+    let (dir, file) = match (path.parent(), path.file_name().and_then(|f| f.to_str())) {
+        (Some(d), Some(f)) => (d.to_path_buf(), f.to_string()),
+        _ => return Err(format!("cannot expand include {pattern:?}")),
+    };
+    if has_wild(&dir.to_string_lossy()) || file.contains('[') {
+        return Err(format!("include {pattern:?}: only * and ? in the file name are checked here"));
+    }
+    let mut out: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                !name.starts_with('.') && glob_match(file.as_bytes(), name.as_bytes())
+            })
+            .map(|e| e.path())
+            .collect(),
+        Err(_) => Vec::new(), // glob(3): no match, nothing included
+    };
+    out.sort();
+    Ok(out)
+}
+
+/// What the plugstack files say about this plugin: its lines, the files read, problems.
+#[derive(Default)]
+struct PlugstackFindings {
+    entries: Vec<PluginEntry>,
+    files: Vec<String>,
+    problems: Vec<String>,
+}
+
+fn read_plugstack(path: &Path, depth: usize, found: &mut PlugstackFindings) {
+    if depth > 8 {
+        found.problems.push(format!("{}: includes nested too deeply (a cycle?)", path.display()));
+        return;
+    }
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            found.problems.push(format!("cannot read {}: {e}", path.display()));
+            return;
+        }
+    };
+    found.files.push(path.display().to_string());
+    let base = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    for item in check::parse_plugstack(&text) {
+        match item {
+            PlugstackItem::Plugin(line) if check::is_this_plugin(&line.path) => {
+                let exists = Path::new(&line.path).is_absolute().then(|| Path::new(&line.path).is_file());
+                found.entries.push(PluginEntry {
+                    origin: format!("{} line {}", path.display(), line.line),
+                    line,
+                    exists,
+                });
+            }
+            PlugstackItem::Plugin(_) => {}
+            PlugstackItem::Include { line, pattern } => match expand_include(&pattern, &base) {
+                Ok(files) => {
+                    for f in files {
+                        read_plugstack(&f, depth + 1, found);
+                    }
+                }
+                Err(e) => found.problems.push(format!("{} line {line}: {e}", path.display())),
+            },
+            PlugstackItem::Invalid { line, text } => found.problems.push(format!(
+                "{} line {line}: Slurm cannot read {text:?} (expected required|optional PATH [ARGS] or include PATTERN): every srun fails",
+                path.display()
+            )),
+        }
+    }
+}
+
+/// `check`: resolves the settings as the plugin would, loads the node, and reports.
+fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
+    for (flag, path) in [("--plugstack", &args.plugstack), ("--config", &args.config)] {
+        if let Some(p) = path {
+            if let Err(e) = std::fs::metadata(p) {
+                return Err(format!("cannot read {flag} {}: {e}", p.display()));
+            }
+        }
+    }
+    let plugstack = match &args.plugstack {
+        Some(p) => Some(p.clone()),
+        None if args.config.is_none() && args.source.topology.is_none() => Some(system_plugstack()),
+        None => None,
+    };
+    let mut found = PlugstackFindings::default();
+    if let Some(p) = &plugstack {
+        if p.exists() || args.plugstack.is_some() {
+            read_plugstack(p, 0, &mut found);
+        } else {
+            found.files.push(format!("{} (which does not exist)", p.display()));
+        }
+    }
+    let setup = match (&plugstack, &args.config) {
+        (None, None) => Setup::NotExamined,
+        (Some(_), None) if found.entries.is_empty() => Setup::NotEnabled { files: found.files.clone() },
+        _ => {
+            let mut plugin_args: Vec<String> = found.entries.first().map(|e| e.line.args.clone()).unwrap_or_default();
+            let mut origin = found.entries.first().map(|e| e.origin.clone()).unwrap_or_default();
+            if let Some(file) = &args.config {
+                let file = std::path::absolute(file).map_err(|e| format!("--config {}: {e}", file.display()))?;
+                plugin_args.retain(|a| !a.starts_with("config="));
+                plugin_args.push(format!("config={}", file.display()));
+                if !origin.is_empty() {
+                    origin.push_str(" with ");
+                }
+                origin.push_str(&format!("config file {}", file.display()));
+            }
+            let config = Config::from_plugin_args(&plugin_args).map_err(|e| e.to_string());
+            Setup::Configured { entries: found.entries.clone(), origin, config }
+        }
+    };
+    let (config, configured) = match &setup {
+        Setup::Configured { config: Ok(c), .. } => (c.clone(), true),
+        _ => (Config::default(), false),
+    };
+    let topology_source = match (&args.source.topology, &config.topology) {
+        (Some(p), _) => format!("{} (--topology)", p.display()),
+        (None, Some(p)) => format!("{} (topology= of the plugin's settings)", p.display()),
+        (None, None) => "this machine (live hwloc discovery)".to_string(),
+    };
+    let node = node_with(&args.source, &config, configured);
+    let input =
+        CheckInput { node: node.as_ref().map_err(Clone::clone), topology_source, setup, problems: found.problems };
+    let report = check::check(&input);
+    Ok((report.text, report.ready))
+}
+
+/// Runs one command: its output, and whether it succeeded (`false`: `check` found the node
+/// not ready, exit 1). `Err` is a refusal or usage error (exit 2).
+fn run(cli: Cli) -> Result<(String, bool), String> {
     match cli.command {
         Command::Devices { source, class, json } => {
             let node = node_from(&source)?;
@@ -193,7 +399,8 @@ fn run(cli: Cli) -> Result<String, String> {
                     Some(Target::Name(n)) => d.answers_to(n),
                 })
                 .collect();
-            Ok(if json { format!("{}\n", report::devices_json(&devices)) } else { devices_table(&devices) })
+            let text = if json { format!("{}\n", report::devices_json(&devices)) } else { devices_table(&devices) };
+            Ok((text, true))
         }
         Command::Plan(args) => {
             let spec = Spec::parse(&args.spec).map_err(|e| e.to_string())?;
@@ -201,7 +408,7 @@ fn run(cli: Cli) -> Result<String, String> {
             let node = node_from(&args.source)?;
             let plan = plan(&spec, &node, &facts).map_err(|e| e.to_string())?;
             if args.json {
-                return Ok(format!("{}\n", report::plan_json(&node, &plan)));
+                return Ok((format!("{}\n", report::plan_json(&node, &plan)), true));
             }
             let mut out = String::new();
             for t in &plan.tasks {
@@ -211,8 +418,9 @@ fn run(cli: Cli) -> Result<String, String> {
             for w in &plan.warnings {
                 out.push_str(&format!("warning: {w}\n"));
             }
-            Ok(out)
+            Ok((out, true))
         }
+        Command::Check(args) => run_check(&args),
     }
 }
 
@@ -220,9 +428,13 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     match run(cli) {
-        Ok(text) => {
+        Ok((text, ok)) => {
             let _ = std::io::stdout().write_all(text.as_bytes());
-            ExitCode::SUCCESS
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
         }
         Err(e) => {
             eprintln!("map-by-device: error: {e}");

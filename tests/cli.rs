@@ -1,0 +1,408 @@
+//! The `map-by-device` binary as users and scripts see it: its JSON formats, its refusals
+//! (`map-by-device: error: ...`, exit 2, nothing on stdout) and `check` on every fixture,
+//! with its exit status (0 ready, 1 not ready, 2 usage).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_map-by-device");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn topo(name: &str) -> String {
+    root().join("topologies").join(name).display().to_string()
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        // The CLI reads these only for the live machine; keep the runs independent of the caller.
+        .env_remove("SLURM_CONF")
+        .env_remove("ZE_FLAT_DEVICE_HIERARCHY")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {BIN}: {e}"))
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs and expects success; returns stdout.
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}\nstdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// Runs and expects a refusal: exit 2, one `map-by-device: error:` line, empty stdout.
+fn refused(args: &[&str]) -> String {
+    let o = run(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}\nstdout:\n{}\nstderr:\n{err}", stdout(&o));
+    assert!(o.stdout.is_empty(), "{args:?}: stdout must be empty on a refusal, got:\n{}", stdout(&o));
+    assert!(err.starts_with("map-by-device: error: "), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line: {err}");
+    err
+}
+
+fn keys(v: &Value) -> BTreeSet<&str> {
+    v.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default()
+}
+
+fn set(words: &[&'static str]) -> BTreeSet<&'static str> {
+    words.iter().copied().collect()
+}
+
+/// A fresh temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("mbd-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.0.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// --- devices and plan -------------------------------------------------------------------
+
+/// An object's keys in the order they were printed (the documented order).
+fn ordered(v: &Value) -> Vec<&str> {
+    v.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default()
+}
+
+#[test]
+fn devices_json_format() {
+    let out = ok(&["devices", "--topology", &topo("turin-h200.xml"), "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
+    assert_eq!(keys(&v), set(&["devices"]));
+    let devices = v["devices"].as_array().unwrap();
+    for d in devices {
+        assert_eq!(ordered(d), ["class", "busid", "name", "osnames", "vendor", "id", "locality"], "{d}");
+    }
+    let count = |class: &str| devices.iter().filter(|d| d["class"] == class).count();
+    assert_eq!((count("gpu"), count("network"), count("block")), (4, 7, 2));
+    let g0 = &devices[0];
+    assert_eq!(g0["class"], "gpu");
+    assert_eq!(g0["busid"], "0000:06:00.0");
+    assert_eq!(g0["name"], "cuda0");
+    assert_eq!(g0["vendor"], "nvidia");
+    assert_eq!(g0["locality"], "16-31,144-159");
+    assert!(g0["id"].as_str().unwrap().starts_with("GPU-"));
+    let osnames: Vec<&str> = g0["osnames"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(osnames.contains(&"nvml0") && osnames.contains(&"renderD128"), "{osnames:?}");
+    // The BMC display adapter is not a GPU.
+    assert!(devices.iter().all(|d| d["busid"] != "0000:53:00.0"));
+    // Devices of other classes have no identity.
+    assert!(devices.iter().filter(|d| d["class"] != "gpu").all(|d| d["id"].is_null()));
+}
+
+#[test]
+fn devices_class_filter_and_every_fixture_loads() {
+    let out = ok(&["devices", "--topology", &topo("turin-h200.xml"), "--class", "nic", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["devices"].as_array().unwrap().len(), 7);
+    let out = ok(&["devices", "--topology", &topo("turin-h200.xml"), "--class", "mlx5_0", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["devices"].as_array().unwrap().len(), 1);
+    for f in fixtures() {
+        let out = ok(&["devices", "--topology", &f, "--json"]);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{f}: not JSON ({e})"));
+        assert!(v["devices"].is_array(), "{f}");
+        let table = ok(&["devices", "--topology", &f]);
+        assert!(table.starts_with("CLASS"), "{f}: {table}");
+    }
+}
+
+#[test]
+fn plan_json_format() {
+    let out = ok(&["plan", "--topology", &topo("turin-h200.xml"), "-n", "2", "--json", "gpu:bind=core"]);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
+    assert_eq!(keys(&v), set(&["tasks", "warnings"]));
+    assert_eq!(v["warnings"], Value::Array(vec![]));
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    for (i, t) in tasks.iter().enumerate() {
+        assert_eq!(ordered(t), ["task", "devices", "cpus", "env"], "{t}");
+        assert_eq!(t["task"], i);
+        for d in t["devices"].as_array().unwrap() {
+            assert_eq!(ordered(d), ["class", "busid", "name", "id"], "{d}");
+        }
+        let env = t["env"].as_object().unwrap();
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], t["devices"][0]["id"]);
+        assert!(env["PMIX_DEVICE_ID"].as_str().unwrap().starts_with("gpu://turin-h200::nvml"));
+        assert!(!env.contains_key("CUDA_DEVICE_ORDER"));
+    }
+    assert_eq!(tasks[0]["cpus"], "16,144");
+    assert_eq!(tasks[1]["cpus"], "32,160");
+    assert_eq!(tasks[0]["devices"][0]["busid"], "0000:06:00.0");
+
+    // bind=none leaves the mask alone: cpus is null. Warnings are one string each.
+    let out = ok(&["plan", "--topology", &topo("degenerate-machine.xml"), "-n", "2", "--json", "gpu"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["warnings"][0].as_str().unwrap().contains("share one locality"), "{v}");
+    let out = ok(&["plan", "--topology", &topo("turin-h200.xml"), "-n", "1", "--json", "gpu:bind=none"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["tasks"][0]["cpus"].is_null(), "{v}");
+}
+
+#[test]
+fn plan_table_names_task_devices_cpus_and_variables() {
+    let out = ok(&["plan", "--topology", &topo("turin-h200.xml"), "-n", "2", "gpu:interleave:bind=core"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("task 0 on turin-h200: gpu 0000:06:00.0 cuda0 GPU-"), "{out}");
+    assert!(lines[0].contains("; cpus 16,144; CUDA_VISIBLE_DEVICES=GPU-"), "{out}");
+    assert!(lines[1].contains("0000:96:00.0 cuda2") && lines[1].contains("cpus 96,224"), "{out}");
+}
+
+#[test]
+fn refusals_exit_2_with_one_error_line_and_no_stdout() {
+    let (turin, no_gpu, drm) = (topo("turin-h200.xml"), topo("no-gpu.xml"), topo("drm-only.xml"));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["plan", "--topology", &turin, "-n", "1", "gpu:bind=package"], "bind=package is above the locality"),
+        (vec!["plan", "--topology", &turin, "-n", "1", "gpu:bogus"], "unknown qualifier \"bogus\""),
+        (vec!["plan", "--topology", &turin, "-n", "1", "gpu:bind=n"], "ambiguous bind level \"n\""),
+        (vec!["plan", "--topology", &turin, "-n", "1", "gpu,ndev=2"], "a comma does not separate qualifiers"),
+        (vec!["plan", "--topology", &turin, "-n", "5", "gpu"], "add :shared"),
+        (vec!["plan", "--topology", &turin, "-n", "1", "gpu:interleave=node"], "interleave=node"),
+        (vec!["plan", "--topology", &no_gpu, "-n", "1", "gpu"], "has no gpu devices"),
+        (vec!["plan", "--topology", &drm, "-n", "1", "gpu"], "cannot be named to its runtime"),
+        (vec!["plan", "--topology", "/nonexistent/topo.xml", "-n", "1", "gpu"], "/nonexistent/topo.xml"),
+        (vec!["plan", "--topology", &turin, "-n", "1", "--allowed-cpus", "x", "gpu"], "--allowed-cpus"),
+        (vec!["devices", "--topology", &turin, "--class", "gpu:bogus"], "bogus"),
+        (vec!["check", "--topology", &turin, "--plugstack", "/nonexistent/plugstack.conf"], "--plugstack"),
+        (vec!["check", "--topology", &turin, "--config", "/nonexistent/map-by-device.toml"], "--config"),
+    ];
+    for (args, needle) in cases {
+        let err = refused(&args);
+        assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [vec!["plan", "gpu"], vec!["frobnicate"], vec!["check", "--no-such-flag"]] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
+
+// --- check ------------------------------------------------------------------------------
+
+/// Every fixture XML in `topologies/`.
+fn fixtures() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root().join("topologies"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "xml"))
+        .map(|p| p.display().to_string())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 7, "fixtures missing: {v:?}");
+    v
+}
+
+/// The expected `check --topology` status of the fixtures, and why.
+const CHECK_STATUS: [(&str, i32, &str); 12] = [
+    ("turin-h200.xml", 0, "NVML identities"),
+    ("uneven-3plus1.xml", 0, "NVML identities"),
+    ("degenerate-one-complex.xml", 0, "NVML identities"),
+    ("degenerate-machine.xml", 0, "NVML identities"),
+    ("amd-mi250x.xml", 0, "ROCm SMI identities"),
+    ("omnipath.xml", 0, "no GPU"),
+    ("no-gpu.xml", 0, "no GPU"),
+    ("synthetic-64gpu.xml", 0, "NVML identities"),
+    ("e2e-2gpu.xml", 0, "NVML identities"),
+    ("intel-pvc.xml", 1, "Level Zero ordinals without a hierarchy model"),
+    ("drm-only.xml", 1, "DRM-only GPUs without driver files"),
+    ("e2e-2gpu-drm.xml", 1, "DRM-only GPUs without driver files"),
+];
+
+#[test]
+fn check_every_fixture() {
+    for f in fixtures() {
+        let name = Path::new(&f).file_name().unwrap().to_string_lossy().into_owned();
+        let o = run(&["check", "--topology", &f]);
+        let out = stdout(&o);
+        let code = o.status.code().unwrap_or(-1);
+        assert!(o.stderr.is_empty(), "{name}: {}", stderr(&o));
+        assert!(out.contains("Devices, in the order tasks are mapped to them"), "{name}:\n{out}");
+        assert!(out.contains("Plugin configuration:\n  not examined"), "{name}:\n{out}");
+        match CHECK_STATUS.iter().find(|(n, _, _)| *n == name) {
+            Some((_, want, why)) => assert_eq!(code, *want, "{name} ({why}):\n{out}"),
+            // A fixture added after this table: it must still give a verdict.
+            None => assert!(code == 0 || code == 1, "{name}: exit {code}\n{out}"),
+        }
+        if code == 0 {
+            assert!(out.ends_with("Ready: yes\n"), "{name}:\n{out}");
+        } else {
+            assert!(out.contains("\nReady: no, "), "{name}:\n{out}");
+        }
+    }
+}
+
+#[test]
+fn check_names_gpus_and_their_source() {
+    let out = ok(&["check", "--topology", &topo("turin-h200.xml")]);
+    assert!(out.contains("  gpu: 4\n"), "{out}");
+    assert!(out.contains("  network: 7\n"), "{out}");
+    assert!(out.contains("  block: 2\n"), "{out}");
+    assert!(out.contains("0000:06:00.0 cuda0        GPU-"), "{out}");
+    assert!(out.contains("(from hwloc: NVIDIAUUID of nvml0)"), "{out}");
+    assert!(out.contains("not a compute GPU") && out.contains("0000:53:00.0 card0"), "{out}");
+    assert!(out.contains("sets NCCL_IB_HCA PMIX_DEVICE_ID UCX_NET_DEVICES"), "{out}");
+
+    // The DRM-only node: refused with the engine's words and the fix ...
+    let o = run(&["check", "--topology", &topo("drm-only.xml")]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("renderD128   cannot be named"), "{out}");
+    assert!(out.contains("install an hwloc built with its NVML backend"), "{out}");
+    assert!(out.contains("Ready: no, 2 problems:"), "{out}");
+
+    // ... and named from the NVIDIA driver's files once they are there.
+    let proc_root = root().join("topologies/drivers/nvidia/proc");
+    let out = ok(&["check", "--topology", &topo("drm-only.xml"), "--proc-root", &proc_root.display().to_string()]);
+    assert!(out.contains("(from driver file ") && out.contains("0000:17:00.0/information)"), "{out}");
+    assert!(out.ends_with("Ready: yes\n"), "{out}");
+
+    // Level Zero: ready once the hierarchy model is known.
+    let o = run(&["check", "--topology", &topo("intel-pvc.xml")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("set ze_hierarchy"), "{}", stdout(&o));
+    let out = ok(&["check", "--topology", &topo("intel-pvc.xml"), "--ze-hierarchy", "FLAT"]);
+    assert!(out.contains("ze:0.0 (from hwloc: LevelZeroDriverDeviceIndex of ze0)"), "{out}");
+}
+
+#[test]
+fn check_with_a_config_file() {
+    let dir = TempDir::new("config");
+    let turin = topo("turin-h200.xml");
+
+    // A default that maps: shown for one task.
+    let c = dir.file("good.toml", "default = \"gpu:bind=core\"\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    assert!(out.contains("settings from config file"), "{out}");
+    assert!(out.contains("    default      gpu:bind=core\n"), "{out}");
+    assert!(out.contains("Default \"gpu:bind=core\" on this node, for a one-task step:"), "{out}");
+    assert!(out.contains("task 0 on turin-h200: gpu 0000:06:00.0 cuda0 GPU-"), "{out}");
+    assert!(out.contains("cpus 16,144"), "{out}");
+
+    // A default the engine refuses here: not ready, with the engine's message.
+    let c = dir.file("ceiling.toml", "default = \"gpu:bind=package\"\n");
+    let o = run(&["check", "--topology", &turin, "--config", &c]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("does not map on this node, so its jobs run unmapped: bind=package is above"));
+
+    // A default with no device of its class here is soft: ready, with a note.
+    let c = dir.file("soft.toml", "default = \"gpu\"\n");
+    let out = ok(&["check", "--topology", &topo("no-gpu.xml"), "--config", &c]);
+    assert!(out.contains("does not apply on this node (jobs run unmapped)"), "{out}");
+    assert!(out.contains("an admin default is soft"), "{out}");
+
+    // default = "none" is no default.
+    let c = dir.file("none.toml", "default = \"none\"\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    assert!(out.contains("Default: none"), "{out}");
+
+    // A broken file: not ready, with the config error (the file and the key).
+    let c = dir.file("bad.toml", "defualt = \"gpu\"\n");
+    let o = run(&["check", "--topology", &turin, "--config", &c]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("configuration error") && out.contains("unknown key \"defualt\""), "{out}");
+    assert!(out.contains(&c), "{out}");
+
+    // The config's topology= and proc_root are used when no flag overrides them.
+    let c = dir.file(
+        "drm.toml",
+        &format!(
+            "topology = \"{}\"\nproc_root = \"{}\"\ndefault = \"gpu\"\n",
+            topo("drm-only.xml"),
+            root().join("topologies/drivers/nvidia/proc").display()
+        ),
+    );
+    let out = ok(&["check", "--config", &c]);
+    assert!(out.contains("drm-only.xml (topology= of the plugin's settings)"), "{out}");
+    assert!(out.contains("(from driver file "), "{out}");
+}
+
+#[test]
+fn check_reads_plugstack_lines_and_includes() {
+    let dir = TempDir::new("plugstack");
+    let turin = topo("turin-h200.xml");
+    let plugin = dir.file("lib/map_by_device.so", "not really a plugin");
+
+    // The packaged layout: plugstack.conf includes plugstack.conf.d/*.conf.
+    let main = dir.file("plugstack.conf", "# site plugins\ninclude plugstack.conf.d/*.conf\n");
+    dir.file("plugstack.conf.d/other.conf", "optional /usr/lib/slurm/spank_other.so\n");
+    dir.file("plugstack.conf.d/map-by-device.conf.disabled", &format!("required {plugin} default=bogus:x\n"));
+    let o = run(&["check", "--topology", &turin, "--plugstack", &main]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("the plugin is not enabled"), "{out}");
+    assert!(out.contains("plugstack.conf.d/other.conf"), "files read are listed: {out}");
+
+    dir.file("plugstack.conf.d/map-by-device.conf", &format!("# enabled\nrequired {plugin} default=gpu:verbose\n"));
+    let out = ok(&["check", "--topology", &turin, "--plugstack", &main]);
+    assert!(
+        out.contains("map-by-device.conf line 2: required ") && out.contains("(present) default=gpu:verbose"),
+        "{out}"
+    );
+    assert!(out.contains("Default \"gpu:verbose\" on this node"), "{out}");
+
+    // --config replaces the line's config= (and the line's default= still wins over the file).
+    let c = dir.file("c.toml", "default = \"network\"\nze_hierarchy = \"FLAT\"\n");
+    let out = ok(&["check", "--topology", &turin, "--plugstack", &main, "--config", &c]);
+    assert!(out.contains("with config file ") && out.contains("ze_hierarchy FLAT"), "{out}");
+    assert!(out.contains("    default      gpu:verbose\n"), "{out}");
+
+    // A missing plugin file, a bad argument, a second line, a line Slurm cannot read.
+    let bad = dir.file(
+        "bad.conf",
+        "optional /nonexistent/map_by_device.so topology=relative.xml\nrequired /nonexistent/map_by_device.so\nrequired\n",
+    );
+    let o = run(&["check", "--topology", &turin, "--plugstack", &bad]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    for needle in [
+        "/nonexistent/map_by_device.so (MISSING)",
+        "which does not exist: Slurm skips it (optional)",
+        "which does not exist: every srun on this node fails (required)",
+        "the plugin is loaded 2 times",
+        "\"relative.xml\"",
+        "not absolute",
+        "line 3: Slurm cannot read \"required\"",
+        "bad.conf line 1 loads the plugin as optional: Slurm ignores the failures of an optional plugin",
+    ] {
+        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
+    }
+}

@@ -1,0 +1,222 @@
+//! The documentation stays true: every `$ map-by-device ...` line in a ```` ```console ````
+//! block of the README and `docs/*.md` is run, from the repository root, and its output
+//! (standard output, then standard error) must be the lines that follow it in the block, up
+//! to the next `$ ` line. A line `...` in the expected output stands for any number of lines.
+//! Other commands in console blocks (`srun`, `sbatch`) are not run here: the end-to-end and
+//! package suites run them on a real Slurm.
+//!
+//! Also checked: every variable the engine can write has a section in `docs/variables.md`
+//! and appears in `map-by-device(8)`; every qualifier appears in both man pages' sources;
+//! every subcommand and flag of the CLI appears in `map-by-device(1)`.
+//!
+//! When a behaviour changes on purpose, run the command and paste its output into the doc.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_map-by-device");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// Splits a command line like a shell would for the simple cases the docs use: blanks,
+/// single and double quotes, backslash-newline continuations already joined.
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    out
+}
+
+/// One documented command and the output shown for it.
+struct Example {
+    file: String,
+    line: usize,
+    command: String,
+    expected: Vec<String>,
+}
+
+fn examples(rel: &str) -> Vec<Example> {
+    let text = read(rel);
+    let mut out = Vec::new();
+    let mut in_console = false;
+    let mut current: Option<Example> = None;
+    let mut pending = String::new(); // a command continued with '\'
+    let mut pending_line = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            if in_console {
+                out.extend(current.take());
+            }
+            in_console = line.trim() == "```console";
+            continue;
+        }
+        if !in_console {
+            continue;
+        }
+        if !pending.is_empty() {
+            let part = line.trim();
+            match part.strip_suffix('\\') {
+                Some(more) => pending.push_str(more),
+                None => {
+                    pending.push_str(part);
+                    current = Some(Example {
+                        file: rel.into(),
+                        line: pending_line,
+                        command: std::mem::take(&mut pending),
+                        expected: vec![],
+                    });
+                }
+            }
+            continue;
+        }
+        if let Some(cmd) = line.strip_prefix("$ ") {
+            out.extend(current.take());
+            if !cmd.starts_with("map-by-device ") {
+                continue; // srun, sbatch ...: not run here
+            }
+            match cmd.strip_suffix('\\') {
+                Some(start) => {
+                    pending = start.to_string();
+                    pending_line = i + 1;
+                }
+                None => {
+                    current =
+                        Some(Example { file: rel.into(), line: i + 1, command: cmd.to_string(), expected: vec![] })
+                }
+            }
+        } else if let Some(ex) = current.as_mut() {
+            ex.expected.push(line.to_string());
+        }
+    }
+    out
+}
+
+/// Whether `actual` matches `expected`, where a `...` line matches any run of lines.
+fn matches(expected: &[String], actual: &[&str]) -> bool {
+    match expected.split_first() {
+        None => actual.is_empty(),
+        Some((e, rest)) if e.trim() == "..." => (0..=actual.len()).any(|k| matches(rest, &actual[k..])),
+        Some((e, rest)) => actual.first().is_some_and(|a| a == e) && matches(rest, &actual[1..]),
+    }
+}
+
+fn doc_files() -> Vec<String> {
+    let mut files = vec!["README.md".to_string()];
+    let mut docs: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| format!("docs/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files.retain(|f| Path::new(&root().join(f)).exists());
+    files
+}
+
+#[test]
+fn documented_commands_print_what_the_docs_show() {
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for file in doc_files() {
+        for ex in examples(&file) {
+            count += 1;
+            let args = words(&ex.command);
+            let out = Command::new(BIN)
+                .args(&args[1..])
+                .current_dir(root())
+                .env_remove("SLURM_CONF")
+                .env_remove("ZE_FLAT_DEVICE_HIERARCHY")
+                .output()
+                .unwrap();
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let actual: Vec<&str> = text.lines().collect();
+            let mut expected = ex.expected.clone();
+            while expected.last().is_some_and(|l| l.trim().is_empty()) {
+                expected.pop();
+            }
+            if !matches(&expected, &actual) {
+                failures.push(format!(
+                    "{}:{}: $ {}\n--- documented:\n{}\n--- actual:\n{}",
+                    ex.file,
+                    ex.line,
+                    ex.command,
+                    expected.join("\n"),
+                    text.trim_end()
+                ));
+            }
+        }
+    }
+    assert!(count > 0, "no documented commands found");
+    assert!(
+        failures.is_empty(),
+        "{} of {count} documented commands differ:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn every_variable_is_documented() {
+    let variables = read("docs/variables.md");
+    let man8 = read("docs/man/map-by-device.8");
+    for name in map_by_device::env::all_names() {
+        assert!(variables.contains(&format!("\n## {name}\n")), "docs/variables.md has no section for {name}");
+        assert!(man8.contains(name), "map-by-device(8) does not mention {name}");
+    }
+}
+
+#[test]
+fn every_qualifier_and_flag_is_in_the_man_pages() {
+    let man1 = read("docs/man/map-by-device.1").replace("\\-", "-");
+    let man8 = read("docs/man/map-by-device.8").replace("\\-", "-");
+    for q in ["interleave", "shared", "ndev=", "pe=", "hwtcpus", "bind=", "closest", "verbose"] {
+        assert!(man8.contains(q), "map-by-device(8) does not mention the qualifier {q}");
+    }
+    for level in ["hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "package", "locality", "none"] {
+        assert!(man8.contains(level), "map-by-device(8) does not mention bind={level}");
+    }
+    // Every subcommand and long flag the CLI's --help lists.
+    for sub in ["devices", "plan", "check"] {
+        assert!(man1.contains(&format!(".B {sub}")), "map-by-device(1) does not describe {sub}");
+        let help = Command::new(BIN).args([sub, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&help.stdout);
+        for flag in help.split_whitespace().filter(|w| w.starts_with("--")) {
+            let flag = flag.trim_end_matches(',');
+            assert!(man1.contains(flag), "map-by-device(1) does not mention {flag} of {sub}");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+#!/bin/bash
+# shellcheck disable=SC2016 # the bash -c snippets expand their own arguments
+# The Debian package, installed: builds the .deb (packaging/build-deb.sh), checks its control
+# data and contents, installs it with apt-get, enables the plugin the way an administrator
+# does (uncommenting the packaged /etc/slurm/plugstack.conf.d/map-by-device.conf, which
+# Debian's /etc/slurm/plugstack.conf includes), starts a private single-node Slurm whose
+# plugstack.conf includes the system one, and runs a mapped srun through the installed
+# plugin. Nothing from the build tree is loaded. The package is purged at the end, whatever
+# happens.
+#
+#   tests/package/deb-install.sh [DEB]      (root; without DEB, builds one)
+#
+# Refuses to run when map-by-device is already installed (it would purge it).
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/e2e/lib.sh
+source "$repo/tests/e2e/lib.sh"
+
+fail=0
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    if "$@"; then
+        echo "ok   $what"
+    else
+        echo "FAIL $what"
+        fail=1
+    fi
+}
+die() {
+    echo "deb-install: $*" >&2
+    exit 1
+}
+
+[[ $(id -u) == 0 ]] || die "run as root: this test installs and removes a package"
+if dpkg-query -W -f='${Status}' map-by-device 2>/dev/null | grep -q "install ok installed"; then
+    die "map-by-device is already installed here and this test would purge it: apt-get purge map-by-device first"
+fi
+
+deb=${1:-}
+if [[ -z $deb ]]; then
+    deb=$("$repo/packaging/build-deb.sh" | tail -n 1) || die "packaging/build-deb.sh failed"
+fi
+[[ $deb == /* ]] || deb=$PWD/$deb
+[[ -f $deb ]] || die "no such package: $deb"
+echo "deb-install: $deb"
+
+plugindir=$("$repo/packaging/slurm-info.sh" plugin-dir)
+plugin=$plugindir/map_by_device.so
+snippet=/etc/slurm/plugstack.conf.d/map-by-device.conf
+topology=/usr/share/map-by-device/topologies/e2e-2gpu.xml
+installed=0
+
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+    if [[ -n ${E2E_DIR:-} ]]; then
+        ((fail == 0)) || e2e_dump_logs
+        e2e_cleanup
+    fi
+    if ((installed)); then
+        DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq map-by-device >/dev/null 2>&1 ||
+            dpkg --purge map-by-device >/dev/null 2>&1
+    fi
+}
+trap cleanup EXIT
+
+# --- The package as built --------------------------------------------------------------
+depends=$(dpkg-deb -f "$deb" Depends)
+slurm_deb=$("$repo/packaging/slurm-info.sh" deb-version)
+slurm_next=$("$repo/packaging/slurm-info.sh" next-series)
+check "Depends on the Slurm it was built against ($slurm_deb)" \
+    grep -qF "slurm-wlm-basic-plugins (>= $slurm_deb)" <<<"$depends"
+check "Depends on nothing past that Slurm release (<< $slurm_next~)" \
+    grep -qF "slurm-wlm-basic-plugins (<< $slurm_next~)" <<<"$depends"
+contents=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
+for f in "$plugin" /usr/bin/map-by-device "$snippet" /usr/share/man/man1/map-by-device.1.gz \
+    /usr/share/man/man8/map-by-device.8.gz /usr/share/doc/map-by-device/README.md \
+    /usr/share/doc/map-by-device/admin-guide.md /usr/share/doc/map-by-device/user-guide.md "$topology"; do
+    check "contains $f" grep -qx "$f" <<<"$contents"
+done
+check "the snippet is a conffile" grep -qx "$snippet" <<<"$(dpkg-deb -I "$deb" conffiles)"
+
+# --- Installed --------------------------------------------------------------------------
+e2e_install_packages || die "cannot install the Slurm packages"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$deb" >/dev/null ||
+    die "apt-get install $deb failed"
+installed=1
+check "installed" dpkg-query -W map-by-device
+check "the plugin is in Slurm's plugin directory" test -f "$plugin"
+check "the tool is on PATH" test "$(command -v map-by-device)" = /usr/bin/map-by-device
+check "the snippet is installed, all comments" \
+    bash -c "test -f $snippet && ! grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*\$' $snippet"
+check "the snippet's line names the installed plugin" grep -qx "#required $plugin" "$snippet"
+check "check on a fixture: ready" map-by-device check --topology /usr/share/map-by-device/topologies/turin-h200.xml >/dev/null
+
+# --- A local Slurm that reads the system's plugstack.conf -----------------------------------
+e2e_init || die "e2e_init failed"
+printf 'include /etc/slurm/plugstack.conf\n' >"$E2E_DIR/etc/plugstack.conf"
+out=$(map-by-device check 2>&1)
+check "check before enabling: exit 1, 'not enabled'" \
+    bash -c '[[ $1 == *"the plugin is not enabled"* ]]' _ "$out"
+cluster_start affinity || die "the local Slurm did not start"
+check "srun --help: no --map-by-device while the snippet is commented out" \
+    bash -c '! srun --help 2>&1 | grep -q -- --map-by-device'
+
+# Enable it as an administrator would: uncomment the plain line, add an argument.
+sed -i "0,\|^#required $plugin\$|s||required $plugin topology=$topology|" "$snippet"
+check "enabled: the snippet has one active line" test "$(grep -c '^required' "$snippet")" = 1
+out=$(map-by-device check)
+status=$?
+check "map-by-device check (SLURM_CONF's plugstack, its includes): ready, exit 0" \
+    bash -c '[[ $1 == 0 && $2 == *"Ready: yes"* && $2 == *"(present)"* ]]' _ "$status" "$out"
+((status == 0)) || printf "     %s\n" "${out//$'\n'/$'\n     '}"
+check "srun --help lists --map-by-device" bash -c 'srun --help 2>&1 | grep -q -- "--map-by-device"'
+
+# The installed tool's plan is what the installed plugin must do.
+want=$(map-by-device plan --topology "$topology" -n 2 gpu |
+    sed -E 's/^task ([0-9]+) on [^:]*: gpu [^;]*; cpus ([^;]*); CUDA_VISIBLE_DEVICES=([^ ]*).*/task \1 cpus \2 cuda \3/')
+got=$(srun -n 2 --map-by-device=gpu:verbose bash -c \
+    'echo "task $SLURM_LOCALID cpus $(awk "/^Cpus_allowed_list/ {print \$2}" /proc/self/status) cuda $CUDA_VISIBLE_DEVICES"' \
+    2>"$E2E_DIR/work/srun.err" | sort)
+echo "     srun:    ${got//$'\n'/ | }"
+echo "     planned: ${want//$'\n'/ | }"
+check "srun -n 2 --map-by-device=gpu: each task on its GPU's CPU with its GPU's UUID" \
+    bash -c '[[ -n $1 && $1 == "$2" ]]' _ "$got" "$want"
+check "verbose: one line per task on srun's stderr" \
+    test "$(grep -c 'map-by-device.*task [01]' "$E2E_DIR/work/srun.err")" = 2
+sed 's/^/     /' "$E2E_DIR/work/srun.err"
+
+err=$(srun -n 3 --map-by-device=gpu true 2>&1)
+status=$?
+check "a refusal fails the step with the engine's message" \
+    bash -c '[[ $1 != 0 && $2 == *"add :shared"* ]]' _ "$status" "$err"
+echo "     srun -n 3 exit $status: ${err//$'\n'/ | }"
+check "the node runs the next step" srun -n 1 --map-by-device=none true
+
+cluster_stop
+
+# --- Removed ----------------------------------------------------------------------------
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq map-by-device >/dev/null
+installed=0
+check "purged: the plugin is gone" test ! -e "$plugin"
+check "purged: the tool is gone" test ! -e /usr/bin/map-by-device
+check "purged: the (edited) snippet is gone" test ! -e "$snippet"
+check "Slurm's own plugstack.conf is untouched" grep -qx 'include /etc/slurm/plugstack.conf.d/\*.conf' /etc/slurm/plugstack.conf
+
+((fail == 0)) && echo "deb-install: all checks passed" || echo "deb-install: FAILED"
+exit "$fail"

@@ -1,0 +1,34 @@
+#!/bin/bash
+# The package tests, run by CI after the end-to-end suite (root, Debian 12):
+#   1. builds the RPM with Debian's rpm and checks its file list   (rpm-files.sh)
+#   2. builds the .deb, installs it, runs a mapped srun through the installed plugin on a
+#      private single-node Slurm, and purges it                     (deb-install.sh)
+# Installs the packaging tools it needs (debhelper, rpm) if they are missing.
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+need=(debhelper dpkg-dev rpm)
+missing=()
+for p in "${need[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    [[ $(id -u) == 0 ]] || { echo "package tests: missing ${missing[*]} (run as root)" >&2; exit 1; }
+    echo "package tests: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+        exit 1
+fi
+# Building needs the Slurm and library headers too (the e2e suite installed them; make sure).
+# shellcheck source=tests/e2e/lib.sh
+source "$repo/tests/e2e/lib.sh"
+e2e_install_packages || exit 1
+
+status=0
+for t in rpm-files deb-install; do
+    start=$(date +%s)
+    echo "=== tests/package/$t.sh"
+    "$repo/tests/package/$t.sh" || status=1
+    echo "=== tests/package/$t.sh: $(($(date +%s) - start)) s"
+done
+exit "$status"
