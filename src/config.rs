@@ -8,9 +8,9 @@
 //!
 //! Arguments: `default=SPEC` (the spec used when a job gives none), `topology=PATH` (an lstopo
 //! XML read instead of live discovery) and `config=PATH` (a TOML file with the keys `default`,
-//! `topology`, `proc_root`, `sys_root` and `ze_hierarchy`). An argument on the plugstack line
-//! overrides the same key in the file; `proc_root`, `sys_root` and `ze_hierarchy` exist only in
-//! the file. Everything is checked here, once, so that a typo is reported with the word that is
+//! `topology`, `proc_root`, `sys_root`, `ze_hierarchy`, `cache_dir`, `cache` and
+//! `require_step_gpus`). An argument on the plugstack line overrides the same key in the file;
+//! the other keys exist only in the file. Everything is checked here, once, so that a typo is reported with the word that is
 //! wrong and the fix, rather than silently ignored: unknown arguments and keys, a `default` that
 //! [`Spec::parse`] refuses, relative paths.
 //!
@@ -29,13 +29,29 @@ pub struct Config {
     pub default: Option<String>,
     /// An lstopo XML to read instead of discovering the node live (absolute).
     pub topology: Option<PathBuf>,
-    /// The root of `/proc` for driver identity files (absolute; file only).
+    /// The root of `/proc` for driver identity files (absolute; file only). Unset, the plugin
+    /// reads `/proc` when it discovers the node itself (live or from slurmd's cache) and no
+    /// driver file at all for a `topology=` XML, which may describe another machine.
     pub proc_root: Option<PathBuf>,
-    /// The root of `/sys` for driver identity files (absolute; file only).
+    /// The root of `/sys` for driver identity files and InfiniBand port states (absolute; file
+    /// only). Unset: `/sys` for the node itself, nothing for a `topology=` XML.
     pub sys_root: Option<PathBuf>,
     /// The Level Zero hierarchy the topology was discovered under (file only).
     pub ze_hierarchy: Option<ZeHierarchy>,
+    /// Where slurmd keeps the node's discovered topology for the steps (absolute; file only;
+    /// `None` = [`DEFAULT_CACHE_DIR`]). See [`Config::cache_dir`].
+    pub cache_dir: Option<PathBuf>,
+    /// `cache = false` turns the per-node topology cache off (file only; `None` = on).
+    pub cache: Option<bool>,
+    /// `require_step_gpus = true`: this node's GPUs are Slurm GRES, so a step without
+    /// `SLURM_STEP_GPUS` has no GPU here and a GPU mapping is refused (file only; `None` =
+    /// false: a step without it maps over every GPU of the node, right where GPUs are not GRES).
+    pub require_step_gpus: Option<bool>,
 }
+
+/// The directory of the per-node topology cache when the config file names none: root's,
+/// on a tmpfs that a reboot clears.
+pub const DEFAULT_CACHE_DIR: &str = "/run/map-by-device";
 
 /// A setting that could not be used. Every message is one line, quotes the input and says
 /// how to fix it.
@@ -75,7 +91,8 @@ pub enum ConfigError {
 }
 
 /// The keys a config file may hold, in the order they are listed to users.
-const FILE_KEYS: [&str; 5] = ["default", "topology", "proc_root", "sys_root", "ze_hierarchy"];
+const FILE_KEYS: [&str; 8] =
+    ["default", "topology", "proc_root", "sys_root", "ze_hierarchy", "cache_dir", "cache", "require_step_gpus"];
 
 impl Config {
     /// Reads the plugstack.conf arguments (`default=SPEC`, `topology=PATH`, `config=PATH`),
@@ -144,6 +161,16 @@ impl Config {
                     expected: FILE_KEYS.join(", "),
                 });
             };
+            if key == "cache" || key == "require_step_gpus" {
+                let flag = value.as_bool().ok_or_else(|| ConfigError::WrongType {
+                    path: path.to_path_buf(),
+                    key,
+                    expected: "true or false",
+                    found: format!("{} {value}", value.type_str()),
+                })?;
+                *(if key == "cache" { &mut config.cache } else { &mut config.require_step_gpus }) = Some(flag);
+                continue;
+            }
             let Some(text) = value.as_str() else {
                 let expected = if key == "default" || key == "ze_hierarchy" { "a string" } else { "a string (a path)" };
                 return Err(ConfigError::WrongType {
@@ -159,6 +186,7 @@ impl Config {
                 "topology" => config.topology = Some(absolute(key, text.into(), &origin, "/etc/slurm/topology.xml")?),
                 "proc_root" => config.proc_root = Some(absolute(key, text.into(), &origin, "/proc")?),
                 "sys_root" => config.sys_root = Some(absolute(key, text.into(), &origin, "/sys")?),
+                "cache_dir" => config.cache_dir = Some(absolute(key, text.into(), &origin, DEFAULT_CACHE_DIR)?),
                 _ => {
                     config.ze_hierarchy =
                         Some(ZeHierarchy::parse(&text).ok_or_else(|| ConfigError::BadZeHierarchy {
@@ -169,6 +197,15 @@ impl Config {
             }
         }
         Ok(config)
+    }
+
+    /// The directory of the per-node topology cache, or `None` when there is none: with
+    /// `topology=` (the admin's XML is read instead of discovering the node) or `cache = false`.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        if self.topology.is_some() || self.cache == Some(false) {
+            return None;
+        }
+        Some(self.cache_dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE_DIR)))
     }
 
     /// The parsed default spec, if any (`default` was validated when it was read).
@@ -271,7 +308,8 @@ mod tests {
         let f = TempFile::new(
             "keys",
             "default = \"network\"\ntopology = \"/etc/a.xml\"\nproc_root = \"/host/proc\"\n\
-             sys_root = \"/host/sys\"\nze_hierarchy = \"flat\"\n",
+             sys_root = \"/host/sys\"\nze_hierarchy = \"flat\"\ncache_dir = \"/run/mbd\"\ncache = false\n\
+             require_step_gpus = true\n",
         );
         let c = Config::from_plugin_args(&[f.arg()]).unwrap();
         assert_eq!(
@@ -282,6 +320,9 @@ mod tests {
                 proc_root: Some("/host/proc".into()),
                 sys_root: Some("/host/sys".into()),
                 ze_hierarchy: Some(ZeHierarchy::Flat),
+                cache_dir: Some("/run/mbd".into()),
+                cache: Some(false),
+                require_step_gpus: Some(true),
             }
         );
         // The plugstack line wins over the file, whatever the order of the arguments.
@@ -293,6 +334,18 @@ mod tests {
     }
 
     #[test]
+    fn cache_dir_defaults_and_switches_off() {
+        let c = Config::default();
+        assert_eq!(c.cache_dir().as_deref(), Some(Path::new(DEFAULT_CACHE_DIR)));
+        let c = Config { cache_dir: Some("/var/cache/mbd".into()), ..Config::default() };
+        assert_eq!(c.cache_dir().as_deref(), Some(Path::new("/var/cache/mbd")));
+        assert_eq!(Config { cache: Some(false), ..Config::default() }.cache_dir(), None);
+        assert!(Config { cache: Some(true), ..Config::default() }.cache_dir().is_some());
+        // An admin XML is read instead of discovering the node: nothing to cache.
+        assert_eq!(Config { topology: Some("/etc/t.xml".into()), ..Config::default() }.cache_dir(), None);
+    }
+
+    #[test]
     fn bad_files_name_the_key_and_the_file() {
         let cases = [
             ("unknown", "defualt = \"gpu\"\n", vec!["\"defualt\"", "proc_root"]),
@@ -301,6 +354,9 @@ mod tests {
             ("spec", "default = \"gpu:ndev=0\"\n", vec!["\"gpu:ndev=0\"", "config file", "\"0\""]),
             ("relative", "sys_root = \"sys\"\n", vec!["sys_root", "\"sys\"", "not absolute"]),
             ("ze", "ze_hierarchy = \"deep\"\n", vec!["\"deep\"", "FLAT, COMPOSITE or COMBINED"]),
+            ("cache", "cache = \"no\"\n", vec!["cache", "true or false", "string \"no\""]),
+            ("require", "require_step_gpus = 1\n", vec!["require_step_gpus", "true or false", "integer 1"]),
+            ("cache_dir", "cache_dir = \"run/x\"\n", vec!["cache_dir", "not absolute"]),
             ("syntax", "default = \"gpu\"\ntopology = \n", vec!["not valid TOML", "line 2"]),
         ];
         for (name, text, needles) in cases {

@@ -77,8 +77,12 @@ fn to_words(cpus: &CpuSet) -> Vec<u64> {
 
 /// The cpuset cgroup of the calling process and the CPUs it allows: v1 (`cpuset`
 /// controller) or v2 (unified, `cpuset.cpus.effective`). `None` when the process is in no
-/// cpuset cgroup or the files cannot be read (then the kernel does not restrict it either,
-/// as far as we can tell, and the affinity alone counts).
+/// cpuset cgroup or the files cannot be read.
+///
+/// Called in slurmstepd (`user_init`). Under Slurm's cgroup/v1, slurmstepd sits in the step's
+/// own cpuset (`.../job_<id>/step_<id>`). Under cgroup/v2 it sits in `.../step_<id>/slurm`,
+/// which only the job's cpuset limits, and the step's CPUs are those of the sibling
+/// `.../step_<id>/user`, where the tasks go (Slurm's `cgroup_v2.c`): that one is read.
 pub fn cgroup_cpus() -> Option<(PathBuf, CpuSet)> {
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -125,7 +129,8 @@ fn cgroup_cpus_from(
     let (path, (root, mountpoint), files): (String, (String, String), &[&str]) = if let Some(p) = v1 {
         (p, mount(true)?, &["cpuset.effective_cpus", "cpuset.cpus"])
     } else {
-        (v2?, mount(false)?, &["cpuset.cpus.effective"])
+        let p = v2?;
+        (v2_step_user(&p).unwrap_or(p), mount(false)?, &["cpuset.cpus.effective"])
     };
     // The cgroup path is relative to the hierarchy's root; the mount shows `root` of it.
     let rel = path.strip_prefix(root.as_str()).unwrap_or(&path).trim_start_matches('/');
@@ -140,6 +145,14 @@ fn cgroup_cpus_from(
         }
     }
     None
+}
+
+/// Slurm's cgroup/v2 layout: slurmstepd in `<...>/step_<id>/slurm`, the tasks (and the
+/// step's cpuset) in `<...>/step_<id>/user`.
+fn v2_step_user(path: &str) -> Option<String> {
+    let (parent, last) = path.trim_end_matches('/').rsplit_once('/')?;
+    let step = parent.rsplit('/').next()?;
+    (last == "slurm" && step.starts_with("step_")).then(|| format!("{parent}/user"))
 }
 
 /// mountinfo escapes blanks and backslashes in paths as octal (`\040`).
@@ -192,6 +205,28 @@ mod tests {
             p.ends_with("job_3/step_0/cpuset.cpus.effective").then(|| "0-3\n".into())
         });
         assert_eq!(got.unwrap().1.to_list(), "0-3");
+    }
+
+    #[test]
+    fn v2_slurmstepd_reads_the_steps_user_cgroup() {
+        let mi = "40 1 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        let cg = "0::/system.slice/node1_slurmstepd.scope/job_3/step_0/slurm\n";
+        let got = cgroup_cpus_from(cg, mi, |p| {
+            if p == Path::new(
+                "/sys/fs/cgroup/system.slice/node1_slurmstepd.scope/job_3/step_0/user/cpuset.cpus.effective",
+            ) {
+                Some("2-3\n".into())
+            } else {
+                // slurmstepd's own cgroup: the job's CPUs, not the step's.
+                Some("0-7\n".into())
+            }
+        });
+        let (dir, cpus) = got.unwrap();
+        assert!(dir.ends_with("step_0/user"), "{}", dir.display());
+        assert_eq!(cpus.to_list(), "2-3");
+        assert_eq!(v2_step_user("/a/job_1/step_batch/slurm").as_deref(), Some("/a/job_1/step_batch/user"));
+        assert_eq!(v2_step_user("/a/job_1/slurm"), None);
+        assert_eq!(v2_step_user("/user.slice/x"), None);
     }
 
     #[test]

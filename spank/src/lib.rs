@@ -4,25 +4,28 @@
 //! (`map_by_device::{spec, config, load, node, plan}`); this crate talks to Slurm.
 //!
 //! Hooks (why these, in docs/plugin.md):
-//! - `init` (every context): register `--map-by-device`, read the plugstack.conf arguments.
+//! - `init` (every context): register `--map-by-device`, read the plugstack.conf arguments;
+//!   in slurmd, discover the node once and write the topology cache the steps read.
 //! - `init_post_opt` in srun/sbatch/salloc: refuse a bad spec or a broken configuration
 //!   before anything is allocated or launched.
 //! - `user_init` in slurmstepd, once per step: load the topology, make the whole node's plan,
 //!   keep it (or the refusal) for the tasks.
 //! - `task_init` in each task, as the user, after Slurm's own binding and just before exec:
 //!   set the task's CPU mask and variables; report a refusal of the job's own request (the
-//!   step fails, srun exits 1).
+//!   step fails, srun exits 1), including a GPU mapping on top of Slurm's `--gpu-bind`.
+//! - `slurmd_exit`: remove the topology cache this slurmd wrote.
 //!
 //! **Invariants:** no panic leaves a hook (each body runs under `catch_unwind`, so the
 //! slurm-spank crate's global locks are never poisoned either); nothing the job's user
 //! controls chooses what topology is read; a task is never bound outside the step's CPUs.
 
 mod affinity;
+mod cache;
 mod step;
 
 use map_by_device::config::Config;
 use map_by_device::spec::Spec;
-use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle, SpankOption, SPANK_PLUGIN};
+use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle, SpankOption};
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::fmt;
@@ -41,7 +44,66 @@ const _: () = assert!(
     "slurm-spank's bindings were not generated from the installed Slurm headers: unset SKIP_SLURM_BINDINGS and build from the workspace (see spank/shim/slurm/spank.h)"
 );
 
-SPANK_PLUGIN!(b"map-by-device", slurm_version::SLURM_VERSION_NUMBER, MapByDevice);
+/// The symbols Slurm looks for: the plugin's name, type and version, and **only the hooks this
+/// plugin implements**. slurm-spank's own `SPANK_PLUGIN!` exports every hook, among them
+/// `slurm_spank_job_prolog` and `slurm_spank_job_epilog`: their mere presence makes slurmd
+/// start a `slurmstepd spank prolog` and a `spank epilog` process for every job on every node
+/// (Slurm 22.05 `plugstack.c:spank_stack_plugin_valid_for_context`, `prep_script_slurmd.c`),
+/// measured at about 15-20 ms per job, and holds each finished job's CPUs until its epilog ran.
+/// The other unused hooks (`local_user_init`, `task_init_privileged`, `task_post_fork`,
+/// `task_exit`, `exit`) would only cost a call each. This is the crate's macro (0.4.1, pinned)
+/// with that list cut down; each hook goes through the same crate entry points.
+macro_rules! export_spank_plugin {
+    ($name:literal, $version:expr, $ty:ty, [$(($c_hook:ident, $hook:ident)),* $(,)?]) => {
+        const fn byte_string_size<T>(_: &T) -> usize {
+            std::mem::size_of::<T>()
+        }
+        #[no_mangle]
+        pub static plugin_name: [u8; byte_string_size($name) + 1] =
+            *slurm_spank::byte_strings::concat_bytes!($name, "\0");
+        #[no_mangle]
+        pub static plugin_type: [u8; 6] = *b"spank\0";
+        #[no_mangle]
+        pub static plugin_version: std::os::raw::c_uint = $version;
+
+        $(
+            #[no_mangle]
+            #[doc(hidden)]
+            pub extern "C" fn $c_hook(
+                spank: slurm_spank::spank_sys::spank_t,
+                ac: std::os::raw::c_int,
+                argv: *const *const std::os::raw::c_char,
+            ) -> std::os::raw::c_int {
+                slurm_spank::spank_callback_with_globals::<$ty, _>(|plugin, options, need_setup| {
+                    let mut spank = slurm_spank::init_spank_handle(spank, ac, argv, options);
+                    if need_setup {
+                        plugin.setup(&mut spank).map_err(|e| {
+                            plugin.report_error(&mut spank, e.as_ref());
+                            e
+                        })?;
+                    }
+                    plugin.$hook(&mut spank).map_err(|e| {
+                        plugin.report_error(&mut spank, e.as_ref());
+                        e
+                    })
+                })
+            }
+        )*
+    };
+}
+
+export_spank_plugin!(
+    b"map-by-device",
+    slurm_version::SLURM_VERSION_NUMBER,
+    MapByDevice,
+    [
+        (slurm_spank_init, init),
+        (slurm_spank_init_post_opt, init_post_opt),
+        (slurm_spank_user_init, user_init),
+        (slurm_spank_task_init, task_init),
+        (slurm_spank_slurmd_exit, slurmd_exit),
+    ]
+);
 
 /// Step ids above this are Slurm's own steps (batch script, extern, interactive), which are
 /// not the job's tasks: they are left alone, or the batch script would be bound like task 0
@@ -65,6 +127,8 @@ pub struct MapByDevice {
     step: Option<Step>,
     /// The error the last hook returned is not to be shown (see [`HookError::Quiet`]).
     quiet: bool,
+    /// slurmd: the topology cache it wrote, whose lock it holds while it runs.
+    cache: Option<cache::Written>,
 }
 
 /// An error a hook returns to Slurm.
@@ -148,6 +212,9 @@ unsafe impl Plugin for MapByDevice {
                             LogLevel::Debug,
                             &format!("built for Slurm {}, settings {c:?}", slurm_version::SLURM_VERSION_TEXT),
                         );
+                        if let Some(dir) = c.cache_dir() {
+                            self.cache = write_cache(&dir);
+                        }
                     }
                 },
                 Context::JobScript => {}
@@ -191,13 +258,14 @@ unsafe impl Plugin for MapByDevice {
         } else {
             None
         };
-        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(Step, String), String> {
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<step::Decision, String> {
             let step_id = spank.job_stepid().map_err(|e| format!("cannot read the step id: {e}"))?;
             if step_id >= SLURM_MAX_NORMAL_STEP_ID {
-                return Ok((
-                    Step::Off,
-                    format!("step {step_id:#x} is Slurm's own (batch, extern or interactive): not mapped"),
-                ));
+                return Ok(step::Decision {
+                    step: Step::Off,
+                    note: format!("step {step_id:#x} is Slurm's own (batch, extern or interactive): not mapped"),
+                    notices: Vec::new(),
+                });
             }
             let user = user_spec(spank).map_err(|e| e.to_string())?;
             let inputs = step::Inputs {
@@ -211,7 +279,10 @@ unsafe impl Plugin for MapByDevice {
             Ok(step::decide(inputs))
         }));
         let failure = match outcome {
-            Ok(Ok((step, note))) => {
+            Ok(Ok(step::Decision { step, note, notices })) => {
+                for n in &notices {
+                    admin_log(LogLevel::Info, n);
+                }
                 if !note.is_empty() {
                     admin_log(LogLevel::Debug, &note);
                 }
@@ -269,6 +340,29 @@ unsafe impl Plugin for MapByDevice {
                 Ok(tp) => tp,
                 Err(message) => return refuse(message),
             };
+            // Slurm bound GPUs to the tasks itself (--gpu-bind ...): under ConstrainDevices the
+            // task can open only those, so a GPU from the plan could be one it may not use.
+            // The job's own request fails with the fix; the admin's default steps aside.
+            if planned.assigns_gpu(&tp) {
+                let now = |name: &str| spank.getenv(name).ok().flatten();
+                if let Some(why) = step::slurm_gpu_binding(&planned.facts.env, now) {
+                    if soft {
+                        if task == 0 {
+                            admin_log(
+                                LogLevel::Debug,
+                                &format!("default not applied, Slurm binds the GPUs of this step ({why})"),
+                            );
+                        }
+                        return Ok(());
+                    }
+                    let message = format!(
+                        "--map-by-device={} cannot be combined with Slurm's GPU binding ({why}; --gpus-per-task and \
+                         --ntasks-per-gpu imply one): drop --gpu-bind or use --gpu-bind=none, or drop --map-by-device",
+                        planned.spec
+                    );
+                    return Err(if task == 0 { HookError::Report(message) } else { HookError::Quiet(message) });
+                }
+            }
             if let Some(cpus) = &tp.cpus {
                 // Never outside the step's CPUs, whatever the plan says.
                 if let Some(allowed) = &planned.facts.allowed_cpus {
@@ -306,6 +400,24 @@ unsafe impl Plugin for MapByDevice {
         result
     }
 
+    /// slurmd stops: remove the cache it wrote (if the file is still its own).
+    fn slurmd_exit(&mut self, _spank: &mut SpankHandle) -> HookResult {
+        if let Some(written) = self.cache.take() {
+            let path = written.path.clone();
+            match catch_unwind(AssertUnwindSafe(|| written.remove())) {
+                Ok(Ok(true)) => admin_log(LogLevel::Debug, &format!("removed the topology cache {}", path.display())),
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    admin_log(LogLevel::Info, &format!("cannot remove the topology cache {}: {e}", path.display()))
+                }
+                Err(_) => {
+                    admin_log(LogLevel::Info, "internal error removing the topology cache (please report this bug)")
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Errors are shown to the user with `slurm_error` (the crate's default logs at info
     /// level, which users never see from slurmstepd: they would only read "rc=-1").
     fn report_error(&self, _spank: &mut SpankHandle, error: &dyn Error) {
@@ -317,6 +429,38 @@ unsafe impl Plugin for MapByDevice {
         }
         let level = if self.quiet { LogLevel::Debug } else { LogLevel::Error };
         admin_log(level, &report);
+    }
+}
+
+/// slurmd, at its start: discovers the node and writes the topology cache in `dir`. Never
+/// fails the hook (a failing `init` would stop slurmd): problems are logged, and the steps
+/// then discover the node themselves.
+fn write_cache(dir: &std::path::Path) -> Option<cache::Written> {
+    // The slurmd context is slurmd's; make sure of it before writing as root.
+    let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+    if comm.trim() != "slurmd" {
+        admin_log(LogLevel::Info, &format!("not writing the topology cache from process {:?}", comm.trim()));
+        return None;
+    }
+    match catch_unwind(AssertUnwindSafe(|| cache::write(dir))) {
+        Ok(Ok(written)) => {
+            admin_log(LogLevel::Info, &written.note);
+            Some(written)
+        }
+        Ok(Err(e)) => {
+            admin_log(LogLevel::Error, &format!("no topology cache, every step will discover the node: {e}"));
+            None
+        }
+        Err(panic) => {
+            admin_log(
+                LogLevel::Error,
+                &format!(
+                    "internal error writing the topology cache: {} (please report this bug)",
+                    panic_message(panic.as_ref())
+                ),
+            );
+            None
+        }
     }
 }
 

@@ -7,11 +7,13 @@
 //! a failed hook fails the step (srun exits 1).
 
 use crate::affinity;
+use crate::cache;
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
+use map_by_device::device::DeviceClass;
 use map_by_device::node::{Node, NodeOptions};
 use map_by_device::plan::{self, Plan, StepFacts, TaskPlan};
-use map_by_device::spec::Spec;
+use map_by_device::spec::{Spec, Target};
 use map_by_device::topology::{ObjKind, Topology};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -64,25 +66,40 @@ pub struct Inputs {
     pub step_alloc_cores: Option<String>,
 }
 
-/// The outcome of `user_init` and a note for slurmd.log on how long it took.
-pub fn decide(inputs: Inputs) -> (Step, String) {
+/// The outcome of `user_init`: the step, a note for slurmd.log at debug level (what was
+/// decided, from which facts, in how long) and notices for slurmd.log at info level (a cache
+/// that was not trusted, the step's CPUs taken from the last-resort source).
+pub struct Decision {
+    pub step: Step,
+    pub note: String,
+    pub notices: Vec<String>,
+}
+
+pub fn decide(inputs: Inputs) -> Decision {
     let start = Instant::now();
-    let mut facts_note = String::new();
-    let step = decide_inner(inputs, &mut facts_note);
+    let mut log = Log::default();
+    let step = decide_inner(inputs, &mut log);
     let what = match &step {
         Step::Off => "nothing to map".to_string(),
         Step::Refused { origin, message } => format!("refused ({origin:?}): {message}"),
         Step::Planned(p) => format!("planned {} tasks for {}", p.plan.tasks.len(), p.spec),
     };
     let mut note = format!("{what} in {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
-    if !facts_note.is_empty() {
+    for n in &log.notes {
         note.push_str("; ");
-        note.push_str(&facts_note);
+        note.push_str(n);
     }
-    (step, note)
+    Decision { step, note, notices: log.notices }
 }
 
-fn decide_inner(inputs: Inputs, note: &mut String) -> Step {
+/// What [`decide_inner`] has to say for slurmd.log.
+#[derive(Default)]
+struct Log {
+    notes: Vec<String>,
+    notices: Vec<String>,
+}
+
+fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     let Inputs { user_spec, config, ntasks, cpus_per_task, env, step_alloc_cores } = inputs;
     let (origin, text) = match (&user_spec, &config) {
         (Some(text), _) => (Origin::User, text.clone()),
@@ -111,69 +128,175 @@ fn decide_inner(inputs: Inputs, note: &mut String) -> Step {
         return Step::Off;
     }
 
-    // Only the admin chooses what is loaded: topology= or the live machine. Nothing of the
-    // job (its environment, its options) reaches the loader.
-    let (topology, live) = match &config.topology {
-        Some(path) => (map_by_device::load::from_xml_file(path), false),
-        None => (map_by_device::load::live(), true),
+    // Only the admin chooses what is loaded: topology=, slurmd's cache of this node, or the
+    // live machine. Nothing of the job (its environment, its options) reaches the loader.
+    let (topology, this_node, cached) = match &config.topology {
+        Some(path) => {
+            log.notes.push(format!("topology {}", path.display()));
+            (map_by_device::load::from_xml_file(path), false, false)
+        }
+        None => match config.cache_dir().map(|dir| cache::read(&dir)) {
+            Some(Ok(cached)) => {
+                log.notes.push(format!("topology from {}", cached.description));
+                (Ok(cached.topology), true, true)
+            }
+            miss => {
+                match &miss {
+                    Some(Err(cache::Miss::Rejected(why))) => {
+                        log.notices.push(format!("{why}; discovering the node live"))
+                    }
+                    Some(Err(cache::Miss::Absent(why))) => log.notes.push(format!("live discovery ({why})")),
+                    _ => log.notes.push("live discovery (cache = false)".into()),
+                }
+                (map_by_device::load::live(), true, false)
+            }
+        },
     };
-    let topology = match topology {
+    let mut topology = match topology {
         Ok(t) => t,
         Err(e) => return Step::Refused { origin, message: e.to_string() },
     };
-    // Driver identity files describe this machine: read them by default only when the
-    // topology is this machine's; for an XML the admin says where (config file).
-    let root = |set: &Option<PathBuf>, default: &str| set.clone().or_else(|| live.then(|| PathBuf::from(default)));
+    // Driver files (GPU identities, InfiniBand port states) describe this machine: read by
+    // default only when the topology is this machine's; for an XML, where the admin says.
+    let root = |set: &Option<PathBuf>, default: &str| set.clone().or_else(|| this_node.then(|| PathBuf::from(default)));
     let options = NodeOptions {
         hostname: local_hostname(),
-        proc_root: root(&config.proc_root, "/"),
-        sys_root: root(&config.sys_root, "/"),
+        proc_root: root(&config.proc_root, "/proc"),
+        sys_root: root(&config.sys_root, "/sys"),
         ze_hierarchy: config.ze_hierarchy,
     };
+    if cached {
+        if let Some(sys) = &options.sys_root {
+            // The cache is as old as slurmd; an InfiniBand link may have come up since.
+            let changed = topology.refresh_ib_port_states(sys);
+            if changed > 0 {
+                log.notes.push(format!("{changed} InfiniBand port states changed since slurmd cached the topology"));
+            }
+        }
+    }
     let node = Node::new(topology, options);
 
     let node_name = env.get("SLURMD_NODENAME").cloned().unwrap_or_else(|| node.hostname().to_string());
-    let step_gpus = env.get("SLURM_STEP_GPUS").and_then(|v| parse_indices(v));
-    let (allowed_cpus, how) = step_cpus(&node.topology, step_alloc_cores.as_deref());
-    *note = format!(
-        "{ntasks} tasks, cpus-per-task {cpus_per_task:?}, step GPUs {step_gpus:?}, step CPUs {} from {how}",
-        allowed_cpus.as_ref().map_or("unknown".to_string(), |c| c.to_list())
-    );
-    let facts = StepFacts { ntasks, cpus_per_task, allowed_cpus, task_cpus: None, env, step_gpus };
+    let step_gpus = match env.get("SLURM_STEP_GPUS") {
+        // Unset: the node's GPUs are not GRES (every GPU of the node), or they are and the
+        // step has none (Slurm unsets it): the admin says which (require_step_gpus). See
+        // docs/slurm-allocation.md, "Implemented".
+        None if config.require_step_gpus == Some(true) => {
+            if spec.target == Target::Class(DeviceClass::Gpu) {
+                return Step::Refused {
+                    origin,
+                    message: format!(
+                        "the step has no GPUs on {node_name} (Slurm set no SLURM_STEP_GPUS): request them with \
+                         --gres=gpu:N or --gpus-per-node=N, or map another device class"
+                    ),
+                };
+            }
+            Some(Vec::new())
+        }
+        None => None,
+        Some(v) => match parse_indices(v) {
+            Some(list) => Some(list),
+            None if spec_may_use_gpus(&spec) => {
+                return Step::Refused {
+                    origin,
+                    message: format!(
+                    "SLURM_STEP_GPUS={v:?} is not a list of GPU indices, so the GPUs Slurm gave the step are unknown"
+                ),
+                }
+            }
+            None => None,
+        },
+    };
+    let (allowed_cpus, how) = match step_cpus(&node.topology, step_alloc_cores.as_deref()) {
+        Ok(found) => found,
+        Err(message) => return Step::Refused { origin, message },
+    };
+    if how.last_resort {
+        log.notices.push(format!("the step's CPUs are taken from slurmstepd's own affinity: {}", how.text));
+    }
+    log.notes.push(format!(
+        "{ntasks} tasks, cpus-per-task {cpus_per_task:?}, step GPUs {step_gpus:?}, step CPUs {} from {}",
+        allowed_cpus.to_list(),
+        how.text
+    ));
+    let facts = StepFacts { ntasks, cpus_per_task, allowed_cpus: Some(allowed_cpus), task_cpus: None, env, step_gpus };
     match plan::plan(&spec, &node, &facts) {
         Ok(plan) => Step::Planned(Box::new(Planned { origin, spec, node, facts, plan, node_name })),
         Err(e) => Step::Refused { origin, message: e.to_string() },
     }
 }
 
-/// The CPUs Slurm lets this step use on this node, as slurmstepd sees them in `user_init`:
-/// - its own affinity (under task/cgroup slurmstepd already sits in the step's cpuset;
-///   under task/affinity alone it is slurmd's, usually the whole node),
-/// - its cpuset cgroup's CPUs (task/cgroup with ConstrainCores: the step's cpuset),
-/// - the step's allocated cores (`S_STEP_ALLOC_CORES`: Slurm's abstract core numbers, which
-///   are the cores' logical indexes when slurm.conf describes the node as it is; ignored
-///   when they do not fit the topology, e.g. with `SlurmdParameters=config_overrides`).
+/// Whether the spec can select GPUs: a GPU class, or a device named by the job (which may
+/// be one).
+fn spec_may_use_gpus(spec: &Spec) -> bool {
+    !matches!(spec.target, Target::Class(DeviceClass::Network | DeviceClass::Block) | Target::None)
+}
+
+/// Where the step's CPUs came from, for the log.
+pub struct CpusFrom {
+    pub text: String,
+    /// Neither the allocated cores nor a cpuset cgroup could be read: slurmstepd's own
+    /// affinity was used.
+    pub last_resort: bool,
+}
+
+/// The CPUs Slurm allocated to this step on this node, as slurmstepd can tell in `user_init`
+/// (docs/slurm-allocation.md, Recommendation (a)):
+/// 1. `S_STEP_ALLOC_CORES`, Slurm's abstract core numbers, which are the cores' logical
+///    indexes (hwloc `L#`): each gives all of its core's PUs. Ignored (and said) when an index
+///    does not fit the topology: slurm.conf then describes another layout.
+/// 2. intersected with the step's cpuset cgroup (v1: slurmstepd's own; v2: the step's `user`
+///    sibling), which is what task/cgroup enforces.
+/// 3. only when neither exists, slurmstepd's own affinity, which under task/affinity is
+///    slurmd's (the whole node, or the specialized cores with CoreSpec): the last resort.
 ///
-/// The result is their intersection; `None` when nothing could be read (the planner then
-/// uses the whole node). The second value says where it came from, for the debug log.
-pub fn step_cpus(topology: &Topology, alloc_cores: Option<&str>) -> (Option<CpuSet>, String) {
-    let own = affinity::current().ok();
-    let cgroup = affinity::cgroup_cpus();
-    let cores = alloc_cores.map(|list| cores_cpus(topology, list));
-    let how = format!(
-        "slurmstepd affinity {}, cpuset cgroup {}, allocated cores {}",
-        own.as_ref().map_or("unreadable".to_string(), |c| c.to_list()),
-        cgroup.as_ref().map_or("none".to_string(), |(dir, c)| format!("{} ({})", c.to_list(), dir.display())),
-        match (alloc_cores, &cores) {
-            (Some(list), Some(Ok(cpus))) => format!("{list} = CPUs {cpus}"),
-            (Some(list), Some(Err(why))) => format!("{list} (ignored: {why})"),
-            _ => "unknown".to_string(),
+/// Sources 1 and 2 not overlapping is a refusal that names both.
+pub fn step_cpus(topology: &Topology, alloc_cores: Option<&str>) -> Result<(CpuSet, CpusFrom), String> {
+    step_cpus_from(topology, alloc_cores, affinity::cgroup_cpus(), affinity::current)
+}
+
+fn step_cpus_from(
+    topology: &Topology,
+    alloc_cores: Option<&str>,
+    cgroup: Option<(PathBuf, CpuSet)>,
+    own_affinity: impl FnOnce() -> std::io::Result<CpuSet>,
+) -> Result<(CpuSet, CpusFrom), String> {
+    let cores = alloc_cores.map(|list| (list, cores_cpus(topology, list)));
+    let cores_text = match &cores {
+        Some((list, Ok(cpus))) => format!("allocated cores {list} = CPUs {cpus}"),
+        Some((list, Err(why))) => format!("allocated cores {list} ignored: {why}"),
+        None => "allocated cores unknown".to_string(),
+    };
+    let cgroup_text = match &cgroup {
+        Some((dir, cpus)) => format!("cpuset cgroup {} = CPUs {cpus}", dir.display()),
+        None => "no cpuset cgroup".to_string(),
+    };
+    let text = format!("{cores_text}, {cgroup_text}");
+    let cores = cores.and_then(|(_, c)| c.ok());
+    let cpus = match (cores, &cgroup) {
+        (Some(c), Some((dir, g))) => {
+            let both = c.intersection(g);
+            if both.is_empty() {
+                return Err(format!(
+                    "the step's allocated cores (CPUs {c}) and its cpuset cgroup {} (CPUs {g}) do not overlap, so the \
+                     step's CPUs on this node are unknown: not binding (ask your administrator to check slurm.conf's \
+                     node description against the hardware)",
+                    dir.display()
+                ));
+            }
+            both
         }
-    );
-    let mut sets = [own, cgroup.map(|(_, c)| c), cores.and_then(Result::ok)].into_iter().flatten();
-    let first = sets.next();
-    let cpus = first.map(|f| sets.fold(f, |acc, s| acc.intersection(&s)));
-    (cpus, how)
+        (Some(c), None) => c,
+        (None, Some((_, g))) => g.clone(),
+        (None, None) => {
+            let own = own_affinity().map_err(|e| {
+                format!("cannot tell which CPUs the step was given on this node (no allocated cores, no cpuset cgroup, and slurmstepd's affinity is unreadable: {e}): not binding")
+            })?;
+            let text = format!("{text}: slurmstepd's affinity {own} (last resort)");
+            return Ok((own, CpusFrom { text, last_resort: true }));
+        }
+    };
+    Ok((cpus, CpusFrom { text, last_resort: false }))
 }
 
 /// The CPUs of Slurm's abstract cores `list` (`0-3,8`): core k is the topology's core with
@@ -192,6 +315,41 @@ fn cores_cpus(topology: &Topology, list: &str) -> Result<CpuSet, String> {
         return Err("no CPUs".into());
     }
     Ok(cpus)
+}
+
+/// The variables Slurm rewrites for each task when it binds GPUs to tasks
+/// (`gres_g_task_set_env`, after `task_init_privileged`, before `task_init`).
+pub const GPU_VARS: [&str; 5] =
+    ["SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "GPU_DEVICE_ORDINAL"];
+
+/// Whether Slurm bound GPUs to this task (`--gpu-bind`, or implied by `--gpus-per-task`,
+/// `--ntasks-per-gpu`, `--accel-bind=g`), judged in `task_init` by comparing the task's
+/// environment (`now`) with the step's as `user_init` saw it (docs/slurm-allocation.md §3):
+/// `SLURMD_TRES_BIND` appeared (or changed) with a `gpu:` binding other than `none`, or one
+/// of [`GPU_VARS`] changed. `gpu:none` is no binding, whatever it did to the variables.
+/// Returns what gave it away, for the message.
+pub fn slurm_gpu_binding(step_env: &BTreeMap<String, String>, now: impl Fn(&str) -> Option<String>) -> Option<String> {
+    if let Some(tres) = now("SLURMD_TRES_BIND").filter(|t| step_env.get("SLURMD_TRES_BIND") != Some(t)) {
+        let gpu: Vec<&str> = tres
+            .split(';')
+            .filter_map(|part| part.trim().strip_prefix("gpu:"))
+            .flat_map(|opts| opts.split(','))
+            .map(str::trim)
+            .collect();
+        if gpu.contains(&"none") {
+            return None;
+        }
+        if !gpu.is_empty() {
+            return Some(format!("SLURMD_TRES_BIND={tres}"));
+        }
+    }
+    GPU_VARS.iter().find_map(|&var| {
+        let (before, after) = (step_env.get(var).cloned(), now(var));
+        (before != after).then(|| {
+            let show = |v: Option<String>| v.map_or("unset".to_string(), |v| format!("{v:?}"));
+            format!("{var} was {} for the step and is {} for this task", show(before), show(after))
+        })
+    })
 }
 
 /// `0,1` or `0-1` (Slurm writes GPU index lists both ways).
@@ -215,6 +373,11 @@ fn local_hostname() -> Option<String> {
 }
 
 impl Planned {
+    /// Whether the task's assignment includes a GPU.
+    pub fn assigns_gpu(&self, tp: &TaskPlan) -> bool {
+        tp.devices.iter().any(|&i| self.node.devices.get(i).is_some_and(|d| d.class == DeviceClass::Gpu))
+    }
+
     /// This task's assignment. With `closest`, the plan is remade for this task from the
     /// binding Slurm just gave it (known only now, in the task); the whole-node plan made in
     /// `user_init` already refused what does not depend on bindings (too many tasks, no
@@ -297,7 +460,7 @@ mod tests {
     }
 
     fn run(inputs: Inputs) -> Step {
-        decide_inner(inputs, &mut String::new())
+        decide_inner(inputs, &mut Log::default())
     }
 
     #[test]
@@ -354,6 +517,116 @@ mod tests {
 
     fn fixture(name: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(name)
+    }
+
+    fn fixture_topology() -> Topology {
+        map_by_device::load::from_xml_file(&fixture("e2e-2gpu.xml")).unwrap()
+    }
+
+    #[test]
+    fn step_cpus_are_the_allocated_cores_within_the_cgroup() {
+        let topo = fixture_topology();
+        let cg = |list: &str| Some((PathBuf::from("/sys/fs/cgroup/cpuset/slurm/job_1/step_0"), list.parse().unwrap()));
+        let never = || -> std::io::Result<CpuSet> { panic!("the affinity is the last resort") };
+        // task/affinity: the root cpuset holds the whole node, the cores say which.
+        let (cpus, how) = step_cpus_from(&topo, Some("1"), cg("0-1"), never).unwrap();
+        assert_eq!(cpus.to_list(), "1");
+        assert!(!how.last_resort && how.text.contains("allocated cores 1 = CPUs 1"), "{}", how.text);
+        // task/cgroup: both agree.
+        assert_eq!(step_cpus_from(&topo, Some("0"), cg("0"), never).unwrap().0.to_list(), "0");
+        // config_overrides: cores beyond the topology are ignored, the cgroup stands.
+        let (cpus, how) = step_cpus_from(&topo, Some("0-5"), cg("0-1"), never).unwrap();
+        assert_eq!(cpus.to_list(), "0-1");
+        assert!(how.text.contains("ignored: core 2 is beyond"), "{}", how.text);
+        // No cgroup: the cores alone.
+        assert_eq!(step_cpus_from(&topo, Some("0"), None, never).unwrap().0.to_list(), "0");
+        // Disjoint: refused, naming both.
+        let e = step_cpus_from(&topo, Some("0"), cg("1"), never).err().unwrap();
+        assert!(e.contains("CPUs 0") && e.contains("CPUs 1") && e.contains("do not overlap"), "{e}");
+    }
+
+    #[test]
+    fn slurmstepd_affinity_is_only_the_last_resort() {
+        let topo = fixture_topology();
+        let (cpus, how) = step_cpus_from(&topo, None, None, || Ok("1".parse().unwrap())).unwrap();
+        assert_eq!(cpus.to_list(), "1");
+        assert!(how.last_resort && how.text.contains("last resort"), "{}", how.text);
+        let (cpus, how) = step_cpus_from(&topo, Some("9"), None, || Ok("0-1".parse().unwrap())).unwrap();
+        assert_eq!(cpus.to_list(), "0-1");
+        assert!(how.last_resort);
+        let e = step_cpus_from(&topo, None, None, || Err(std::io::Error::other("nope"))).err().unwrap();
+        assert!(e.contains("nope") && e.contains("not binding"), "{e}");
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn slurm_gpu_binding_is_seen_in_the_task() {
+        let step = env(&[("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")]);
+        let task = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        // Nothing changed: no binding.
+        let same: &[(&str, &str)] = &[("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+        assert_eq!(slurm_gpu_binding(&step, task(same)), None);
+        // --gpu-bind=closest on a node that runs several tasks.
+        let closest: &[(&str, &str)] =
+            &[("SLURMD_TRES_BIND", "gpu:closest"), ("SLURM_STEP_GPUS", "0"), ("CUDA_VISIBLE_DEVICES", "0")];
+        assert_eq!(slurm_gpu_binding(&step, task(closest)).as_deref(), Some("SLURMD_TRES_BIND=gpu:closest"));
+        // --gpu-bind=none (also with verbose): no binding, even if Slurm unset the variables.
+        let none: &[(&str, &str)] = &[("SLURMD_TRES_BIND", "gpu:verbose,none")];
+        assert_eq!(slurm_gpu_binding(&step, task(none)), None);
+        // --accel-bind=g: no SLURMD_TRES_BIND, but the task's GPUs changed.
+        let accel: &[(&str, &str)] = &[("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "1")];
+        let why = slurm_gpu_binding(&step, task(accel)).unwrap();
+        assert!(why.contains("CUDA_VISIBLE_DEVICES was \"0,1\" for the step and is \"1\""), "{why}");
+        // A SLURMD_TRES_BIND inherited by a nested srun (already in the step) is not this step's.
+        let nested = env(&[("SLURMD_TRES_BIND", "gpu:closest")]);
+        let inherited: &[(&str, &str)] = &[("SLURMD_TRES_BIND", "gpu:closest")];
+        assert_eq!(slurm_gpu_binding(&nested, task(inherited)), None);
+    }
+
+    #[test]
+    fn an_unreadable_step_gpu_list_is_refused_for_gpus_only() {
+        let mut i = inputs(Some("gpu"), Ok(Config { topology: Some(fixture("e2e-2gpu.xml")), ..Config::default() }));
+        i.env = env(&[("SLURM_STEP_GPUS", "gpu:a100")]);
+        match run(i) {
+            Step::Refused { origin: Origin::User, message } => {
+                assert!(message.contains("SLURM_STEP_GPUS"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut i =
+            inputs(Some("network"), Ok(Config { topology: Some(fixture("e2e-2gpu.xml")), ..Config::default() }));
+        i.env = env(&[("SLURM_STEP_GPUS", "gpu:a100")]);
+        i.step_alloc_cores = Some("0-1".into());
+        assert!(matches!(run(i), Step::Planned(_)));
+    }
+
+    #[test]
+    fn without_step_gpus_the_node_gpus_unless_required() {
+        let config = Config { topology: Some(fixture("e2e-2gpu.xml")), ..Config::default() };
+        let mut i = inputs(Some("gpu"), Ok(config.clone()));
+        i.step_alloc_cores = Some("0-1".into());
+        match run(i) {
+            Step::Planned(p) => assert_eq!(p.plan.tasks.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        let required = Config { require_step_gpus: Some(true), ..config };
+        let mut i = inputs(Some("gpu"), Ok(required.clone()));
+        i.step_alloc_cores = Some("0-1".into());
+        match run(i) {
+            Step::Refused { message, .. } => {
+                assert!(message.contains("no GPUs") && message.contains("--gres=gpu:N"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Other classes do not need GPUs.
+        let mut i = inputs(Some("network"), Ok(required));
+        i.step_alloc_cores = Some("0-1".into());
+        assert!(matches!(run(i), Step::Planned(_)));
     }
 
     #[test]

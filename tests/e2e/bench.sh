@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Benchmark: does the plugin make a step slower? Runs `srun -n N true` on the local
-# single-node cluster (tests/e2e/lib.sh, task/affinity), interleaving four plugstack.conf
+# single-node cluster (tests/e2e/lib.sh, task/affinity), interleaving five plugstack.conf
 # settings round by round so that drift hits them all alike:
 #
 #   empty      no plugin at all (the reference)
 #   unused     the plugin loaded, no default, the job gives no spec
-#   live       a soft admin default (default=gpu) with live discovery: every step loads this
-#              machine's topology and finds no GPU here, so it runs unmapped
+#   live       a soft admin default (default=gpu) with live discovery, read from slurmd's
+#              topology cache (written once when slurmd started): every step maps this
+#              machine, finds no GPU here, and runs unmapped
+#   nocache    the same with `cache = false`: every step runs hwloc's discovery itself
 #   fixture    topology=topologies/e2e-2gpu.xml, --map-by-device=gpu:shared: a real mapping
 #              (each task bound and given its GPU's variables)
 #
@@ -24,7 +26,7 @@ source "$HERE/lib.sh"
 
 ROUNDS=${E2E_BENCH_ROUNDS:-30}
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
-CONFIGS=(empty unused live fixture)
+CONFIGS=(empty unused live nocache fixture)
 
 [[ $(id -u) == 0 ]] || { echo "bench.sh starts slurmd and slurmctld: run it as root" >&2; exit 1; }
 e2e_install_packages || exit 1
@@ -32,15 +34,24 @@ e2e_build_plugin || exit 1
 e2e_init || exit 1
 trap e2e_cleanup EXIT
 trap 'exit 130' INT TERM
+CACHE_CONF=$E2E_DIR/etc/cache.toml
+NOCACHE_CONF=$E2E_DIR/etc/nocache.toml
+printf 'cache_dir = "%s"\n' "$E2E_DIR/cache" >"$CACHE_CONF"
+printf 'cache = false\n' >"$NOCACHE_CONF"
+chmod 644 "$CACHE_CONF" "$NOCACHE_CONF"
+# The plugin is in plugstack.conf when slurmd starts, so that its init writes the cache.
+set_plugstack "config=$CACHE_CONF"
 # 64 CPUs declared, so that a step never waits for the previous job's CPUs to be released.
 E2E_DECLARED_CPUS=64 cluster_start affinity || { e2e_dump_logs; exit 1; }
+[[ -f $E2E_DIR/cache/topology.json ]] || { echo "slurmd wrote no topology cache" >&2; e2e_dump_logs; exit 1; }
 
 # configure NAME: plugstack.conf and the srun option for one setting (in OPT).
 configure() {
     case $1 in
         empty) set_plugstack_empty; OPT=() ;;
         unused) set_plugstack ""; OPT=() ;;
-        live) set_plugstack "default=gpu"; OPT=() ;;
+        live) set_plugstack "config=$CACHE_CONF default=gpu"; OPT=() ;;
+        nocache) set_plugstack "config=$NOCACHE_CONF default=gpu"; OPT=() ;;
         fixture) set_plugstack "topology=$FIX"; OPT=(--map-by-device=gpu:shared) ;;
     esac
 }
@@ -90,7 +101,9 @@ for c in "${CONFIGS[@]}"; do
 done
 echo
 echo "planning cost per step in slurmstepd (user_init, from slurmd.log, ms):"
-grep -o 'map-by-device: [a-z ]*[0-9]* tasks for [^ ]* in [0-9.]* ms\|map-by-device: refused (AdminDefault): .* in [0-9.]* ms' \
-    "$E2E_DIR/log/slurmd.log" |
-    sed -E 's/.*for ([^ ]*) in ([0-9.]+) ms/\1 \2/; s/.*refused \(AdminDefault\).* in ([0-9.]+) ms/default=gpu(live,no-gpu) \1/' |
-    awk '{n[$1]++; s[$1]+=$2; v[$1, n[$1]]=$2} END {for (k in n) printf "  %-26s %4d steps, mean %.1f ms\n", k, n[k], s[k]/n[k]}'
+grep -o 'map-by-device: \(planned\|refused\) .* in [0-9.]* ms; [^;]*' "$E2E_DIR/log/slurmd.log" |
+    sed -E "s/.* in ([0-9.]+) ms; (.*)/\1 \2/" |
+    awk '{ms = $1; $1 = ""
+          k = ($0 ~ /slurmd.s cache/) ? "live, from the cache" : ($0 ~ /live discovery/) ? "live, discovered" : "topology= fixture"
+          n[k]++; s[k] += ms}
+         END {for (k in n) printf "  %-22s %4d steps, mean %.1f ms\n", k, n[k], s[k] / n[k]}'

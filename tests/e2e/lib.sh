@@ -9,6 +9,7 @@
 #   set_plugstack "ARGS..."         # the plugin's plugstack.conf line (re-read by every
 #                                   # srun/sbatch and every step; no restart needed)
 #   cluster_stop                    # stops what cluster_start started, by pid
+#   e2e_slurmd_stop/e2e_slurmd_start  # restart slurmd alone (its init hook runs again)
 #
 # Everything lives under $E2E_DIR (a fresh mktemp directory); the daemons find their config
 # through SLURM_CONF, exported here for every client this shell runs. Nothing system-wide is
@@ -17,7 +18,7 @@
 # Layout: $E2E_DIR/{etc,munge,log,state,spool,lib,work}
 
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libudev-dev pkg-config)
+E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libudev-dev pkg-config jq)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""
@@ -134,17 +135,22 @@ set_plugstack_empty() {
     mv -f "$E2E_DIR/etc/plugstack.conf.new" "$E2E_DIR/etc/plugstack.conf"
 }
 
-# slurm.conf (and cgroup.conf) for MODE: "affinity" (task/affinity, 8 CPUs declared on the
-# real 2, as in the facts notes; E2E_DECLARED_CPUS changes the 8), "affinity-real"
-# (task/affinity, the real CPU count) or "cgroup" (task/cgroup with ConstrainCores on
-# cgroup v1, the real CPU count).
+# slurm.conf (and cgroup.conf, gres.conf) for MODE: "affinity" (task/affinity, 8 CPUs declared
+# on the real 2, as in the facts notes; E2E_DECLARED_CPUS changes the 8), "affinity-real"
+# (task/affinity, the real CPU count), "cgroup" (task/cgroup with ConstrainCores on cgroup v1,
+# the real CPU count) or "gres" (as cgroup, plus two fake GPUs as GRES: gres.conf names
+# /dev/null and /dev/zero, which Slurm numbers 0 and 1 in that order).
 e2e_write_slurm_conf() {
-    local mode=$1 cpus node_line task proctrack
+    local mode=$1 cpus node_line task proctrack gres_types=""
     cpus=$(nproc --all)
-    if [[ $mode == cgroup ]]; then
+    if [[ $mode == cgroup || $mode == gres ]]; then
         task="task/cgroup,task/affinity"
         proctrack="proctrack/cgroup"
         node_line="NodeName=$E2E_NODE NodeAddr=127.0.0.1 CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000"
+        if [[ $mode == gres ]]; then
+            gres_types="GresTypes=gpu"
+            node_line+=" Gres=gpu:2"
+        fi
     elif [[ $mode == affinity-real ]]; then
         task="task/affinity"
         proctrack="proctrack/linuxproc"
@@ -190,6 +196,7 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 KillWait=2
 MinJobAge=600
+$gres_types
 $node_line
 PartitionName=debug Nodes=$E2E_NODE Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -197,7 +204,13 @@ EOF
 CgroupPlugin=cgroup/v1
 ConstrainCores=yes
 EOF
-    chmod 644 "$E2E_DIR/etc/slurm.conf" "$E2E_DIR/etc/cgroup.conf"
+    # Hand-written, no AutoDetect: the File= order is Slurm's GPU numbering (index 0 =
+    # /dev/null, 1 = /dev/zero); the fixture topologies' GPUs in PCI-bus order match it.
+    cat >"$E2E_DIR/etc/gres.conf" <<EOF
+NodeName=$E2E_NODE Name=gpu File=/dev/null
+NodeName=$E2E_NODE Name=gpu File=/dev/zero
+EOF
+    chmod 644 "$E2E_DIR/etc/slurm.conf" "$E2E_DIR/etc/cgroup.conf" "$E2E_DIR/etc/gres.conf"
 }
 
 # Whether cgroup mode can run here (Slurm 22.05's cgroup/v1 needs the v1 cpuset hierarchy).
@@ -229,36 +242,57 @@ cluster_start() {
     slurmctld -D -i >>"$log/slurmctld.out" 2>&1 &
     E2E_PIDS[slurmctld]=$!
     e2e_wait_for "scontrol ping | grep -q UP" 30 || { e2e_log "slurmctld did not answer"; return 1; }
-    slurmd -D -N "$E2E_NODE" >>"$log/slurmd.out" 2>&1 &
+    e2e_slurmd_start || return 1
+    e2e_log "cluster up ($E2E_MODE mode, $E2E_DIR, slurmctld port $E2E_CTLD_PORT)"
+}
+
+# Starts slurmd (in the foreground, so $! is its pid) and waits for the node to be idle.
+e2e_slurmd_start() {
+    local log=$E2E_DIR/log/slurmd.log mark=0
+    [[ -f $log ]] && mark=$(wc -l <"$log")
+    slurmd -D -N "$E2E_NODE" >>"$E2E_DIR/log/slurmd.out" 2>&1 &
     E2E_PIDS[slurmd]=$!
+    # Listening (after a restart, slurmctld may still show the node idle from before).
+    e2e_wait_for "tail -n +$((mark + 1)) '$log' | grep -q 'slurmd started on'" 60 ||
+        { e2e_log "slurmd did not start: $(tail -n 5 "$log" 2>&1)"; return 1; }
     e2e_wait_for "[[ \$(sinfo -h -n $E2E_NODE -o %t) == idle ]]" 60 ||
         { e2e_log "node $E2E_NODE did not become idle: $(sinfo -h -n $E2E_NODE -o '%t %E' 2>&1)"; return 1; }
-    e2e_log "cluster up ($E2E_MODE mode, $E2E_DIR, slurmctld port $E2E_CTLD_PORT)"
+}
+
+# Stops the slurmd that e2e_slurmd_start started (TERM, then KILL), by pid.
+e2e_slurmd_stop() {
+    e2e_stop_daemon slurmd
+}
+
+# Stops one daemon this shell started (TERM, then KILL after 10 s), by pid.
+e2e_stop_daemon() {
+    local name=$1 pid i
+    pid=${E2E_PIDS[$name]:-}
+    [[ -n $pid ]] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        e2e_log "$name ($pid) ignored TERM; killing it"
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    unset "E2E_PIDS[$name]"
 }
 
 # Cancels the jobs, then stops the daemons this shell started (TERM, then KILL), by pid.
 cluster_stop() {
-    local name pid i
+    local name
     if [[ -n ${E2E_PIDS[slurmctld]:-} ]]; then
         scancel --quiet --partition=debug >/dev/null 2>&1 || true
         e2e_wait_for "[[ -z \$(squeue -h -o %i 2>/dev/null) ]]" 15 || true
     fi
     for name in slurmd slurmctld munged; do
-        pid=${E2E_PIDS[$name]:-}
-        [[ -n $pid ]] || continue
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < 100; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            e2e_log "$name ($pid) ignored TERM; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-        wait "$pid" 2>/dev/null || true
-        unset "E2E_PIDS[$name]"
+        e2e_stop_daemon "$name"
     done
-    if [[ $E2E_MODE == cgroup ]]; then
+    if [[ $E2E_MODE == cgroup || $E2E_MODE == gres ]]; then
         e2e_remove_cgroups
     fi
     E2E_MODE=""

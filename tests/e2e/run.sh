@@ -7,8 +7,11 @@
 #   tests/e2e/run.sh closest      # only the cases whose name contains "closest"
 #   E2E_KEEP=1 tests/e2e/run.sh   # keep the private directory (configs, logs) afterwards
 #
-# Two phases: task/affinity (8 CPUs declared on the real 2, like the facts notes), then
-# task/cgroup with ConstrainCores (cgroup v1; skipped with a note where v1 is not mounted).
+# Phases: task/affinity (8 CPUs declared on the real 2, like the facts notes); task/affinity
+# with the real layout; task/cgroup with ConstrainCores (cgroup v1; skipped with a note where
+# v1 is not mounted); the same with two fake GPUs as GRES (gres.conf File=/dev/null and
+# /dev/zero) and GPU identities from NVIDIA driver files (topologies/drivers/nvidia/proc);
+# and live discovery with slurmd's topology cache.
 # Topologies: topologies/e2e-2gpu.xml (two packages, one core, one GPU and one HCA each),
 # its GPU-without-identity twin e2e-2gpu-drm.xml, and tests/e2e/fixtures/e2e-snc-2gpu.xml
 # (one package, a device per core: bind=package is above the devices' locality).
@@ -289,7 +292,7 @@ c_bad_spec() {
 c_too_many_tasks() {
     set_plugstack "topology=$FIX"
     probe -n 3 --map-by-device=gpu
-    expect_rc 1 && expect_err "3 tasks with ndev=1 need 3 gpu devices, but 2 are available" || return 1
+    expect_rc 1 && expect_err "3 tasks with ndev=1 need 3 gpu devices, but" && expect_err "has 2 to give" || return 1
     # The refusal is said once (by task 0), and the node stays up for the next step.
     [[ $(grep -c "3 tasks with ndev=1" <<<"$ERR") == 1 ]] || { echo "refusal not reported exactly once"; show; return 1; }
     probe -n 2 --map-by-device=gpu
@@ -421,6 +424,315 @@ c_step_cpus() {
     return $ok
 }
 
+# --- Cases: task/cgroup + GPU GRES (fake GPUs /dev/null and /dev/zero) -------------------
+#
+# topology=e2e-2gpu-drm.xml: two GPUs that hwloc knows only as DRM devices (as Debian's
+# hwloc reports them), 0000:17:00.0 near CPU 0 and 0000:65:00.0 near CPU 1; their UUIDs come
+# from the NVIDIA driver files under proc_root (topologies/drivers/nvidia/proc). Slurm
+# numbers the node's GPUs 0 and 1 (gres.conf order, which is their bus order here), so GPU
+# index i is GRES_BUS[i] and its UUID is the one in that bus id's driver file.
+
+# gline TASK CPUS STEP-CPUS SLURM_STEP_GPUS CUDA_VISIBLE_DEVICES: the GRES probe's line.
+gline() {
+    echo "task=$1 cpus=$2 step=$3 SLURM_STEP_GPUS=$4 CUDA_VISIBLE_DEVICES=$5"
+}
+
+# expand LIST: "0-2,5" -> "0 1 2 5".
+expand() {
+    local part out=() i
+    local -a parts
+    IFS=, read -ra parts <<<"$1"
+    for part in "${parts[@]}"; do
+        if [[ $part == - ]]; then
+            continue
+        elif [[ $part == *-* ]]; then
+            for ((i = ${part%-*}; i <= ${part#*-}; i++)); do out+=("$i"); done
+        else
+            out+=("$part")
+        fi
+    done
+    echo "${out[*]}"
+}
+
+# inside_step: every line of OUT (GRES probe lines) has its CPUs inside its step's cpuset,
+# and a CUDA_VISIBLE_DEVICES that is the UUID of one of the GPUs in its SLURM_STEP_GPUS.
+inside_step() {
+    local l cpus step gpus cuda c ok i
+    while read -r l; do
+        [[ -n $l ]] || continue
+        cpus=$(sed -n 's/.* cpus=\([^ ]*\).*/\1/p' <<<"$l")
+        step=$(sed -n 's/.* step=\([^ ]*\).*/\1/p' <<<"$l")
+        gpus=$(sed -n 's/.* SLURM_STEP_GPUS=\([^ ]*\).*/\1/p' <<<"$l")
+        cuda=$(sed -n 's/.* CUDA_VISIBLE_DEVICES=\([^ ]*\).*/\1/p' <<<"$l")
+        for c in $(expand "$cpus"); do
+            [[ " $(expand "$step") " == *" $c "* ]] || { echo "CPU $c is outside the step's cpuset $step: $l"; return 1; }
+        done
+        [[ $cuda == GPU-* ]] || continue
+        ok=0
+        for i in $(expand "$gpus"); do
+            [[ ${GRES_UUID[$i]:-} == "$cuda" ]] && ok=1
+        done
+        ((ok)) || { echo "$cuda is none of the step's GPUs ($gpus = ${GRES_UUID[*]}): $l"; return 1; }
+    done <<<"$OUT"
+}
+
+gres_probe() {
+    run srun "$@" "$GPROBE"
+    OUT=$(sort <<<"$OUT")
+}
+
+c_gres_partial_step() {
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    # One CPU and one GPU of the node's two: bound to that GPU's CPU, which the step holds,
+    # and told the GPU's UUID, read from the driver file of the bus id Slurm's index names.
+    gres_probe -n 1 -c 1 --gres=gpu:1 --map-by-device=gpu:verbose
+    expect_rc 0 && inside_step && expect_out "$(gline 0 0 0 0 "${GRES_UUID[0]}")" &&
+        expect_err "renderD128 0000:17:00.0 ${GRES_UUID[0]}; CPUs 0 set"
+}
+
+c_gres_two_jobs() {
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    # Job A holds a CPU and a GPU (its task keeps running); job B gets the other of each.
+    local out_a=$E2E_DIR/work/job_a.out job ok=0
+    rm -f "$out_a"
+    job=$(HOLD=120 sbatch --parsable -n 1 -c 1 --gres=gpu:1 --output="$out_a" \
+        --wrap "srun --map-by-device=gpu $GPROBE") || { echo "sbatch failed"; return 1; }
+    e2e_wait_for "[[ -s '$out_a' ]]" 30 || { echo "job A did not start"; scancel "$job"; return 1; }
+    gres_probe -n 1 -c 1 --gres=gpu:1 --map-by-device=gpu
+    local out_b=$OUT
+    OUT="$(cat "$out_a")"$'\n'"$out_b"
+    echo "job A: $(cat "$out_a")"
+    echo "job B: $out_b"
+    expect_rc 0 && inside_step || ok=1
+    # Each job's task on its own CPU with its own GPU, whichever Slurm gave to whom.
+    if ((ok == 0)); then
+        expect_out "$(gline 0 0 0 0 "${GRES_UUID[0]}")"$'\n'"$(gline 0 1 1 1 "${GRES_UUID[1]}")" || ok=1
+    fi
+    scancel "$job"
+    return $ok
+}
+
+c_gres_foreign_cpus() {
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    # Job A holds CPU 0 and no GPU; job B gets CPU 1 and GPU 0, which is local to CPU 0:
+    # refused rather than moved onto job A's CPU; bind=none keeps the step's CPU.
+    local out_a=$E2E_DIR/work/job_a.out job ok=0
+    rm -f "$out_a"
+    job=$(HOLD=120 sbatch --parsable -n 1 -c 1 --output="$out_a" --wrap "srun $GPROBE") ||
+        { echo "sbatch failed"; return 1; }
+    e2e_wait_for "[[ -s '$out_a' ]]" 30 || { echo "job A did not start"; scancel "$job"; return 1; }
+    echo "job A: $(cat "$out_a")"
+    gres_probe -n 1 -c 1 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 1 && expect_err "renderD128 is local to CPUs 0, none of which are allocated to this step (allowed CPUs: 1)" || ok=1
+    if ((ok == 0)); then
+        gres_probe -n 1 -c 1 --gres=gpu:1 --map-by-device=gpu:bind=none
+        expect_rc 0 && inside_step && expect_out "$(gline 0 1 1 0 "${GRES_UUID[0]}")" || ok=1
+    fi
+    scancel "$job"
+    return $ok
+}
+
+c_gres_two_gpus_two_tasks() {
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    gres_probe -n 2 --gres=gpu:2 --map-by-device=gpu
+    expect_rc 0 && inside_step &&
+        expect_out "$(gline 0 0 0-1 0,1 "${GRES_UUID[0]}"; gline 1 1 0-1 0,1 "${GRES_UUID[1]}")"
+}
+
+c_gres_one_gpu_two_tasks() {
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    gres_probe -n 2 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 1 && expect_err "2 tasks with ndev=1 need 2 gpu devices, but" && expect_err "has 1 to give" || return 1
+    # With shared, both tasks get the step's one GPU, and both are bound next to it.
+    gres_probe -n 2 --gres=gpu:1 --map-by-device=gpu:shared
+    expect_rc 0 && inside_step &&
+        expect_out "$(gline 0 0 0-1 0 "${GRES_UUID[0]}"; gline 1 0 0-1 0 "${GRES_UUID[0]}")"
+}
+
+c_gres_gpu_bind() {
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    local fix="drop --gpu-bind or use --gpu-bind=none, or drop --map-by-device"
+    gres_probe -n 2 --gres=gpu:2 --gpu-bind=closest --map-by-device=gpu
+    expect_rc 1 && expect_err "cannot be combined with Slurm's GPU binding (SLURMD_TRES_BIND=gpu:closest" &&
+        expect_err "$fix" || return 1
+    [[ $(grep -c "cannot be combined" <<<"$ERR") == 1 ]] || { echo "refusal not reported exactly once"; show; return 1; }
+    # Implied by --gpus-per-task.
+    gres_probe -n 2 --gpus-per-task=1 --map-by-device=gpu
+    expect_rc 1 && expect_err "SLURMD_TRES_BIND=gpu:per_task:1" || return 1
+    # --gpu-bind=none: no Slurm binding, the plugin maps (Slurm unset the step's GPU list in
+    # the tasks, the plugin names each task's GPU).
+    gres_probe -n 2 --gres=gpu:2 --gpu-bind=none --map-by-device=gpu
+    expect_rc 0 && expect_out "$(gline 0 0 0-1 - "${GRES_UUID[0]}"; gline 1 1 0-1 - "${GRES_UUID[1]}")" || return 1
+    # One task per node: Slurm binds nothing, so nothing to refuse.
+    gres_probe -n 1 --gres=gpu:2 --gpu-bind=closest --map-by-device=gpu
+    expect_rc 0 && inside_step && expect_out "$(gline 0 0 0 0,1 "${GRES_UUID[0]}")" || return 1
+    # A network mapping does not touch GPUs: unaffected.
+    run srun -n 2 --gres=gpu:2 --gpu-bind=closest --map-by-device=network "$PROBE"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(line 0 0 0,1 =mlx5_0 mlx5_0:1; line 1 1 0,1 =mlx5_1 mlx5_1:1)"
+}
+
+c_gres_gpu_bind_default() {
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF default=gpu"
+    # The admin's default steps aside for Slurm's binding: Slurm's variables stay.
+    gres_probe -n 2 --gres=gpu:2 --gpu-bind=closest
+    expect_rc 0 && expect_no_err "map-by-device" && expect_out "$(gline 0 0 0-1 0,1 0,1; gline 1 1 0-1 0,1 0,1)" || return 1
+    grep -q "default not applied, Slurm binds the GPUs of this step (SLURMD_TRES_BIND=gpu:closest)" "$E2E_DIR/log/slurmd.log" ||
+        { echo "slurmd.log lacks the debug line for the default stepping aside"; return 1; }
+    # Without --gpu-bind the default maps.
+    gres_probe -n 2 --gres=gpu:2
+    expect_rc 0 && inside_step && expect_out "$(gline 0 0 0-1 0,1 "${GRES_UUID[0]}"; gline 1 1 0-1 0,1 "${GRES_UUID[1]}")"
+}
+
+c_gres_no_gpus_requested() {
+    # A step that asked for no GPU: Slurm sets no SLURM_STEP_GPUS. By default the plugin
+    # cannot tell that from a node without GPU GRES and maps over the node's GPUs;
+    # require_step_gpus = true says this node's GPUs are GRES, and the mapping is refused.
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    gres_probe -n 1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(gline 0 0 0 - "${GRES_UUID[0]}")" || return 1
+    local conf=$E2E_DIR/etc/gres-require.toml
+    { cat "$GRES_CONF"; echo "require_step_gpus = true"; } >"$conf"
+    chmod 644 "$conf"
+    set_plugstack "topology=$FIX_DRM config=$conf"
+    gres_probe -n 1 --map-by-device=gpu
+    expect_rc 1 && expect_err "the step has no GPUs on" && expect_err "(Slurm set no SLURM_STEP_GPUS): request them with --gres=gpu:N" || return 1
+    gres_probe -n 1 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(gline 0 0 0 0 "${GRES_UUID[0]}")"
+}
+
+# --- Cases: the per-node topology cache (live discovery) ---------------------------------
+#
+# slurmd starts with the plugin configured (cache_dir = $E2E_DIR/cache): its init discovers
+# the node and writes topology.json; steps read it instead of discovering the node again.
+
+# log_mark: remembers slurmd.log's length; log_has PATTERN: the pattern is in what came after
+# (waiting up to 5 s: srun can return before slurmstepd's last lines reach the log).
+log_mark() { LOG_MARK=$(wc -l <"$E2E_DIR/log/slurmd.log"); }
+log_has() {
+    local i
+    for ((i = 0; i < 50; i++)); do
+        tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep -qF -- "$1" && return 0
+        sleep 0.1
+    done
+    echo "slurmd.log lacks (since the mark): $1"
+    tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep map-by-device | tail -n 5
+    return 1
+}
+
+cache_setup() {
+    CACHE_DIR=$E2E_DIR/cache
+    CACHE_FILE=$CACHE_DIR/topology.json
+    CACHE_CONF=$E2E_DIR/etc/cache.toml
+    printf 'cache_dir = "%s"\n' "$CACHE_DIR" >"$CACHE_CONF"
+    chmod 644 "$CACHE_CONF"
+    # In plugstack.conf before slurmd starts: slurmd's init writes the cache.
+    set_plugstack "config=$CACHE_CONF"
+}
+
+# A step with live discovery whose outcome does not matter here (a GPU request: refused on
+# a node without GPUs); only slurmd.log is read.
+cache_step() {
+    run srun -n 1 --map-by-device=gpu true
+}
+
+c_cache_used() {
+    [[ -f $CACHE_FILE ]] || { echo "slurmd wrote no $CACHE_FILE"; ls -la "$CACHE_DIR"; return 1; }
+    [[ $(stat -c '%U %a' "$CACHE_FILE") == "root 644" && $(stat -c '%U %a' "$CACHE_DIR") == "root 755" ]] ||
+        { echo "cache modes: $(stat -c '%n %U %a' "$CACHE_DIR" "$CACHE_FILE")"; return 1; }
+    grep -q "map-by-device: cached this node's topology in $CACHE_FILE" "$E2E_DIR/log/slurmd.log" ||
+        { echo "slurmd.log lacks the cache line"; return 1; }
+    log_mark
+    cache_step
+    log_has "topology from slurmd's cache $CACHE_FILE" || return 1
+    # As an unprivileged user too (user_init runs as the job's user).
+    log_mark
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" srun --chdir=/tmp -n 1 --map-by-device=gpu true
+    log_has "topology from slurmd's cache $CACHE_FILE" || return 1
+    ((LIVE_NET > 0)) || { NOTES+=("cache content check skipped: no network device found live here"); return 0; }
+    # The steps map from the file's contents: without its PCI devices (rewritten in place,
+    # so slurmd's lock stays), the network device is gone.
+    local saved=$E2E_DIR/work/topology.json.saved
+    cp "$CACHE_FILE" "$saved"
+    probe -n 1 --map-by-device=network
+    expect_rc 0 || return 1
+    jq -c '.topology.pci = [] | .topology.loose = []' "$saved" >"$E2E_DIR/work/emptied.json" &&
+        cat "$E2E_DIR/work/emptied.json" >"$CACHE_FILE"
+    probe -n 1 --map-by-device=network
+    local rc=$RC err=$ERR
+    cat "$saved" >"$CACHE_FILE"
+    RC=$rc ERR=$err
+    expect_rc 1 && expect_err "has no network devices" || return 1
+    probe -n 1 --map-by-device=network
+    expect_rc 0
+}
+
+# tamper WHAT SETUP UNDO: SETUP spoils the cache, a step must ignore it naming WHAT, UNDO
+# restores it, and the next step uses it again.
+tamper() {
+    local what=$1 setup=$2 undo=$3
+    eval "$setup"
+    log_mark
+    cache_step
+    eval "$undo"
+    log_has "$what" && log_has "discovering the node live" || { echo "(after: $setup)"; return 1; }
+    log_mark
+    cache_step
+    log_has "topology from slurmd's cache $CACHE_FILE"
+}
+
+c_cache_tampered() {
+    tamper "cache $CACHE_FILE not used: writable by group or others (mode 0666)" \
+        "chmod 666 '$CACHE_FILE'" "chmod 644 '$CACHE_FILE'" || return 1
+    tamper "cache $CACHE_FILE not used: owned by uid 65534, not root" \
+        "chown nobody '$CACHE_FILE'" "chown root '$CACHE_FILE'" || return 1
+    tamper "the cache directory $CACHE_DIR is writable by group or others (mode 0777)" \
+        "chmod 777 '$CACHE_DIR'" "chmod 755 '$CACHE_DIR'" || return 1
+    tamper "the cache directory $CACHE_DIR is owned by uid 65534, not root" \
+        "chown nobody '$CACHE_DIR'" "chown root '$CACHE_DIR'" || return 1
+    # A copy in place of slurmd's file (a new file no running slurmd stands behind), e.g. one
+    # left from an earlier slurmd: not used.
+    cp "$CACHE_FILE" "$E2E_DIR/work/copy.json"
+    chmod 644 "$E2E_DIR/work/copy.json"
+    mv -f "$E2E_DIR/work/copy.json" "$CACHE_FILE"
+    log_mark
+    cache_step
+    log_has "cache $CACHE_FILE not used: no running slurmd holds it" && log_has "discovering the node live"
+}
+
+c_no_spank_job_scripts() {
+    # slurmd loaded the plugin at its start. A plugin that exports slurm_spank_job_prolog or
+    # _epilog makes slurmd run "slurmstepd spank prolog/epilog" for every job (about 20 ms
+    # each, and the job's CPUs are held until the epilog ends): this one exports neither.
+    local syms
+    syms=$(nm -D --defined-only "$E2E_PLUGIN" | awk '{print $3}' | grep '^slurm_spank_' | sort | tr '\n' ' ')
+    [[ $syms == "slurm_spank_init slurm_spank_init_post_opt slurm_spank_slurmd_exit slurm_spank_task_init slurm_spank_user_init " ]] ||
+        { echo "unexpected hooks exported: $syms"; return 1; }
+    cache_step
+    run srun -n 1 true
+    if grep -q "calling .*slurmstepd spank" "$E2E_DIR/log/slurmd.log"; then
+        echo "slurmd ran spank job scripts:"
+        grep "calling .*slurmstepd spank" "$E2E_DIR/log/slurmd.log" | tail -n 3
+        return 1
+    fi
+}
+
+c_cache_slurmd_restart() {
+    # A new slurmd rewrites the cache (replacing the stale file of the case before), and
+    # removes it when it stops.
+    e2e_slurmd_stop && e2e_slurmd_start || return 1
+    [[ -f $CACHE_FILE && $(jq -r .writer_pid "$CACHE_FILE") == "${E2E_PIDS[slurmd]}" ]] ||
+        { echo "slurmd (pid ${E2E_PIDS[slurmd]}) did not rewrite the cache: $(head -c 200 "$CACHE_FILE")"; return 1; }
+    log_mark
+    cache_step
+    log_has "topology from slurmd's cache $CACHE_FILE" || return 1
+    e2e_slurmd_stop
+    local ok=0
+    [[ ! -e $CACHE_FILE ]] || { echo "slurmd left $CACHE_FILE behind when it stopped"; ok=1; }
+    e2e_slurmd_start || return 1
+    return $ok
+}
+
 # --- Phases: "name|function" ----------------------------------------------------------
 
 AFFINITY_CASES=(
@@ -463,14 +775,41 @@ AFFINITY_REAL_CASES=(
     "affinity, real layout: a step given one CPU is never bound outside it|c_step_cpus"
 )
 
-# run_phase MODE "name|function"...: starts the cluster in MODE if any case is selected.
+# task/cgroup + ConstrainCores with two fake GPUs as GRES; GPUs named by driver files.
+GRES_CASES=(
+    "gres: -c1 --gres=gpu:1: bound inside the step, told the GPU Slurm gave it|c_gres_partial_step"
+    "gres: two concurrent jobs with one GPU each stay on their own CPU and GPU|c_gres_two_jobs"
+    "gres: a GPU local to another job's CPU is refused; bind=none keeps the step's CPU|c_gres_foreign_cpus"
+    "gres: --gres=gpu:2 -n 2 gives each task its own GPU|c_gres_two_gpus_two_tasks"
+    "gres: --gres=gpu:1 -n 2 is refused without shared|c_gres_one_gpu_two_tasks"
+    "gres: --gpu-bind refuses a GPU mapping (once); none, one task, network are fine|c_gres_gpu_bind"
+    "gres: the admin default steps aside for --gpu-bind|c_gres_gpu_bind_default"
+    "gres: a step without GPUs: all GPUs, or refused with require_step_gpus|c_gres_no_gpus_requested"
+)
+
+# task/affinity, real layout, live discovery; slurmd starts with the plugin configured, so
+# its init writes the topology cache.
+CACHE_CASES=(
+    "cache: slurmd writes it at its start, steps (root and nobody) use it|c_cache_used"
+    "cache: a writable, foreign-owned, or unlocked cache is ignored|c_cache_tampered"
+    "cache: a restarted slurmd rewrites it, a stopped one removes it|c_cache_slurmd_restart"
+    "slurmd runs no spank prolog/epilog per job for the plugin|c_no_spank_job_scripts"
+)
+
+# run_phase MODE SETUP "name|function"...: runs SETUP (a function, or "-") and starts the
+# cluster in MODE if any case is selected.
 run_phase() {
-    local mode=$1 entry wanted=()
-    shift
+    local mode=$1 setup=$2 entry wanted=()
+    shift 2
     for entry in "$@"; do
         [[ -z $FILTER || ${entry%%|*} == *"$FILTER"* ]] && wanted+=("$entry")
     done
     ((${#wanted[@]})) || return 0
+    if [[ $setup != - ]]; then
+        "$setup" || abort "setting up the $mode phase"
+    else
+        set_plugstack_empty
+    fi
     cluster_start "$mode" || abort "starting the cluster ($mode mode)"
     for entry in "${wanted[@]}"; do
         run_case "${entry%%|*}" "${entry##*|}"
@@ -519,7 +858,19 @@ main() {
     # Unbound tasks get slurmd's CPUs: this machine's, as this shell sees them.
     ALL_CPUS=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
     UNMAPPED_LINES=$(line 0 "$ALL_CPUS" - - -; line 1 "$ALL_CPUS" - - -)
-    LIVE_GPUS=$( (cd "$E2E_ROOT" && cargo run --quiet --bin map-by-device -- devices 2>/dev/null) | grep -c '^gpu ')
+    LIVE_DEVICES=$(cd "$E2E_ROOT" && cargo run --quiet --bin map-by-device -- devices 2>/dev/null)
+    LIVE_GPUS=$(grep -c '^gpu ' <<<"$LIVE_DEVICES")
+    LIVE_NET=$(grep -c '^network ' <<<"$LIVE_DEVICES")
+    # The GRES phase: Slurm's GPU index i is the fixture's i-th GPU in bus order; its UUID is
+    # the one in that bus id's NVIDIA driver file (no identity in the XML itself).
+    GRES_PROC=$E2E_ROOT/topologies/drivers/nvidia/proc
+    GRES_BUS=(0000:17:00.0 0000:65:00.0)
+    GRES_UUID=()
+    for b in "${GRES_BUS[@]}"; do
+        GRES_UUID+=("$(sed -n 's/^GPU UUID:[[:space:]]*//p' "$GRES_PROC/driver/nvidia/gpus/$b/information")")
+    done
+    [[ ${GRES_UUID[0]} == "$UUID0" && ${GRES_UUID[1]} == "$UUID1" ]] ||
+        abort "the driver files' UUIDs (${GRES_UUID[*]}) are not e2e-2gpu.xml's ($UUID0 $UUID1)"
 
     e2e_init || abort "creating the private cluster directory"
     trap e2e_cleanup EXIT
@@ -536,14 +887,31 @@ done
 echo "$out"
 EOF
     chmod 755 "$PROBE"
+    # The GRES phase's probe: also the step's cpuset (the task's cpuset cgroup) and the GPU
+    # list Slurm gave the step; with HOLD set it then sleeps that long (a job that stays).
+    GPROBE=$E2E_DIR/work/gprobe.sh
+    cat >"$GPROBE" <<'EOF'
+#!/bin/bash
+cg=$(sed -n 's/^[0-9]*:cpuset:\(.*\)$/\1/p' /proc/self/cgroup)
+step=$(cat "/sys/fs/cgroup/cpuset$cg/cpuset.cpus" 2>/dev/null || echo "?")
+echo "task=$SLURM_LOCALID cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) step=$step SLURM_STEP_GPUS=${SLURM_STEP_GPUS:--} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:--}"
+[[ -n ${HOLD:-} ]] && exec sleep "$HOLD"
+exit 0
+EOF
+    chmod 755 "$GPROBE"
+    GRES_CONF=$E2E_DIR/etc/gres-plugin.toml
+    printf 'proc_root = "%s"\n' "$GRES_PROC" >"$GRES_CONF"
+    chmod 644 "$GRES_CONF"
 
-    run_phase affinity "${AFFINITY_CASES[@]}"
-    run_phase affinity-real "${AFFINITY_REAL_CASES[@]}"
+    run_phase affinity - "${AFFINITY_CASES[@]}"
+    run_phase affinity-real - "${AFFINITY_REAL_CASES[@]}"
     if e2e_cgroup_v1_available; then
-        run_phase cgroup "${CGROUP_CASES[@]}"
+        run_phase cgroup - "${CGROUP_CASES[@]}"
+        run_phase gres - "${GRES_CASES[@]}"
     else
-        NOTES+=("task/cgroup cases skipped: no cgroup v1 cpuset/freezer hierarchy mounted here")
+        NOTES+=("task/cgroup and GRES cases skipped: no cgroup v1 cpuset/freezer hierarchy mounted here")
     fi
+    run_phase affinity-real cache_setup "${CACHE_CASES[@]}"
     NOTES+=("e2e took $((SECONDS - t0)) s")
     summary
     ((FAILED == 0))
