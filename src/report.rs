@@ -22,23 +22,41 @@ pub fn cpus_text(task: &TaskPlan) -> String {
     task.cpus.as_ref().map_or_else(|| "unchanged".to_string(), |c| c.to_list())
 }
 
-/// One line per task, like `--cpu-bind=verbose`:
-/// `task 0 on node1: gpu 0000:06:00.0 cuda0 GPU-...; cpus 16,144; CUDA_VISIBLE_DEVICES=GPU-... PMIX_DEVICE_ID=...`
-pub fn task_line(node: &Node, task: &TaskPlan) -> String {
+/// A task's devices, `gpu 0000:06:00.0 cuda0 GPU-..., ...`, or `no device`.
+pub fn devices_text(node: &Node, task: &TaskPlan) -> String {
     let devices: Vec<String> = task
         .devices
         .iter()
         .filter_map(|&i| node.devices.get(i))
         .map(|d| format!("{} {}", d.class, device_label(d)))
         .collect();
+    if devices.is_empty() {
+        "no device".to_string()
+    } else {
+        devices.join(", ")
+    }
+}
+
+/// A task's variables, `NAME=value NAME=value`, or `no variables`.
+pub fn env_text(task: &TaskPlan) -> String {
     let vars: Vec<String> = task.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if vars.is_empty() {
+        "no variables".to_string()
+    } else {
+        vars.join(" ")
+    }
+}
+
+/// One line per task, like `--cpu-bind=verbose`:
+/// `task 0 on node1: gpu 0000:06:00.0 cuda0 GPU-...; cpus 16,144; CUDA_VISIBLE_DEVICES=GPU-... PMIX_DEVICE_ID=...`
+pub fn task_line(node: &Node, task: &TaskPlan) -> String {
     format!(
         "task {} on {}: {}; cpus {}; {}",
         task.task,
         node.hostname(),
-        if devices.is_empty() { "no device".to_string() } else { devices.join(", ") },
+        devices_text(node, task),
         cpus_text(task),
-        if vars.is_empty() { "no variables".to_string() } else { vars.join(" ") }
+        env_text(task)
     )
 }
 

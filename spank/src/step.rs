@@ -13,6 +13,7 @@ use map_by_device::cpuset::CpuSet;
 use map_by_device::device::DeviceClass;
 use map_by_device::node::{Node, NodeOptions};
 use map_by_device::plan::{self, Plan, StepFacts, TaskPlan};
+use map_by_device::report;
 use map_by_device::spec::{Spec, Target};
 use map_by_device::topology::{ObjKind, Topology};
 use std::collections::BTreeMap;
@@ -414,31 +415,17 @@ impl Planned {
         tp: &TaskPlan,
         cpus_now: Option<&CpuSet>,
     ) -> String {
-        let devices: Vec<String> = tp
-            .devices
-            .iter()
-            .filter_map(|&i| self.node.devices.get(i))
-            .map(|d| {
-                let mut s = format!("{} {}", d.name, d.busid_text());
-                if let Some(id) = &d.identity {
-                    s.push(' ');
-                    s.push_str(&id.display_id());
-                }
-                s
-            })
-            .collect();
         let cpus = match (&tp.cpus, cpus_now) {
             (Some(c), _) => format!("CPUs {c} set"),
             (None, Some(now)) => format!("CPUs {now} kept"),
             (None, None) => "CPUs kept".to_string(),
         };
-        let vars: Vec<String> = tp.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let global = global.map(|g| format!(" (global {g})")).unwrap_or_default();
         format!(
             "map-by-device: {}, task {task}{global}: {}; {cpus}; {}",
             node.unwrap_or(&self.node_name),
-            if devices.is_empty() { "no device".to_string() } else { devices.join(", ") },
-            if vars.is_empty() { "no variables".to_string() } else { vars.join(" ") }
+            report::devices_text(&self.node, tp),
+            report::env_text(tp)
         )
     }
 }

@@ -155,8 +155,8 @@ c_verbose() {
     set_plugstack "topology=$FIX"
     probe -n 2 --map-by-device=gpu:verbose
     expect_rc 0 && expect_out "$GPU_LINES" &&
-        expect_err "map-by-device: $E2E_NODE, task 0 (global 0): cuda0 0000:17:00.0 $UUID0; CPUs 0 set; CUDA_VISIBLE_DEVICES=$UUID0" &&
-        expect_err "map-by-device: $E2E_NODE, task 1 (global 1): cuda1 0000:65:00.0 $UUID1; CPUs 1 set; CUDA_VISIBLE_DEVICES=$UUID1"
+        expect_err "map-by-device: $E2E_NODE, task 0 (global 0): gpu 0000:17:00.0 cuda0 $UUID0; CPUs 0 set; CUDA_VISIBLE_DEVICES=$UUID0" &&
+        expect_err "map-by-device: $E2E_NODE, task 1 (global 1): gpu 0000:65:00.0 cuda1 $UUID1; CPUs 1 set; CUDA_VISIBLE_DEVICES=$UUID1"
 }
 
 c_network() {
