@@ -6,18 +6,24 @@
 //! - for each GPU, whether it can be named to its runtime and from where (an hwloc backend's
 //!   info key, or a kernel driver file), and if not, the refusal a user would get, with its fix;
 //! - whether the plugin is enabled (a `plugstack.conf` line) and its settings are valid;
-//! - whether the admin's `default=` maps on this node (planned for one task).
+//! - whether the admin's `default=` maps on this node (planned for one task);
+//! - the topology-cache and GPU-allocation settings (`cache`, `cache_dir`,
+//!   `require_step_gpus`) and, for this machine, whether slurmd's cache file is there and
+//!   passes the owner and mode checks the steps make ([`cache_state`]).
 //!
 //! The node is ready when nothing a job could ask for is refused because of the node or its
 //! configuration: the settings are valid, the plugin file exists, every GPU can be named and
 //! the default (if any) maps. A default that finds no device of its class is *not* a problem:
-//! an admin default is soft, and such a node runs its jobs unmapped by design.
+//! an admin default is soft, and such a node runs its jobs unmapped by design. The topology
+//! cache never makes a node unready: without it (or with one the steps do not trust) every
+//! step discovers the node itself, which is slower but maps the same way; it is reported in
+//! the notes.
 //!
-//! Pure: the caller (the CLI) reads the files and the topology; this module only reads the
-//! values it is handed. [`parse_plugstack`] reads one `plugstack.conf` text; following its
-//! `include` lines is the caller's job.
+//! Pure: the caller (the CLI) reads the files, the topology and the cache file's metadata;
+//! this module only reads the values it is handed. [`parse_plugstack`] reads one
+//! `plugstack.conf` text; following its `include` lines is the caller's job.
 
-use crate::config::Config;
+use crate::config::{Config, DEFAULT_CACHE_DIR};
 use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource};
 use crate::node::Node;
 use crate::plan::{plan, PlanError, StepFacts};
@@ -25,6 +31,9 @@ use crate::report;
 use crate::spec::{BindLevel, Spec, Target};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::PathBuf;
+
+pub use crate::config::CACHE_FILE_NAME;
 
 /// One `required`/`optional` line of a `plugstack.conf`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +140,58 @@ pub struct CheckInput<'a> {
     pub setup: Setup,
     /// Problems the caller met while reading files (an unreadable include, an invalid line).
     pub problems: Vec<String>,
+    /// What the caller saw of the topology cache on this machine; `None` when it did not look
+    /// (a `--topology` preview of another node, settings without a cache, or no settings).
+    pub cache: Option<CacheProbe>,
+}
+
+/// One path as `lstat` saw it (a symlink is reported as one, not followed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathFacts {
+    pub kind: PathKind,
+    pub uid: u32,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// The topology cache's directory and file on this machine, as the caller found them:
+/// `Ok(None)` is "does not exist", `Err` a failure to look (with the reason).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheProbe {
+    /// `cache_dir` as configured (the caller resolves symlinks before it looks, as the plugin does).
+    pub dir: PathBuf,
+    pub dir_facts: Result<Option<PathFacts>, String>,
+    /// `<cache_dir>/topology.json`; `Ok(None)` when the directory is absent too.
+    pub file_facts: Result<Option<PathFacts>, String>,
+}
+
+impl CacheProbe {
+    /// `<cache_dir>/topology.json`.
+    pub fn file(&self) -> PathBuf {
+        self.dir.join(CACHE_FILE_NAME)
+    }
+}
+
+/// What [`cache_state`] makes of a [`CacheProbe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheState {
+    /// No cache file (or no directory): slurmd has not written one since it last started
+    /// with the plugin, so every step discovers the node itself.
+    Absent { path: PathBuf, why: String },
+    /// There is one, but the steps will not trust it: the reasons, one each.
+    Untrusted { path: PathBuf, reasons: Vec<String> },
+    /// Present, and passes the owner and mode checks (the plugin also requires the running
+    /// slurmd's lock, its own build and this boot, which are not checked here).
+    LooksTrusted { path: PathBuf, size: u64, mode: u32 },
 }
 
 /// How a GPU is named to its runtime, or why it cannot be.
@@ -190,6 +251,8 @@ pub struct CheckReport {
     pub problems: Vec<String>,
     /// Things worth knowing that do not make the node unready.
     pub notes: Vec<String>,
+    /// The topology cache on this machine, when the caller looked ([`CheckInput::cache`]).
+    pub cache: Option<CacheState>,
     /// The report in plain words.
     pub text: String,
     pub ready: bool,
@@ -253,6 +316,24 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         }
     };
 
+    // The cache makes steps faster, not different: whatever is found is a note.
+    let cache = input.cache.as_ref().map(cache_state);
+    match &cache {
+        Some(CacheState::Absent { path, why }) => notes.push(format!(
+            "no topology cache ({why}): every step discovers the node itself (about 15 ms per step) until slurmd \
+             starts with the plugin in its plugstack.conf and writes {} (if it cannot, slurmd.log says why)",
+            path.display()
+        )),
+        Some(CacheState::Untrusted { path, reasons }) => notes.push(format!(
+            "the steps will not use the topology cache {}: {}; they discover the node themselves (about 15 ms per \
+             step). Restart slurmd, which rewrites the file, after making the cache directory root's and mode \
+             0755 if it is not",
+            path.display(),
+            reasons.join("; ")
+        )),
+        _ => {}
+    }
+
     let node = match &input.node {
         Ok(n) => n,
         Err(e) => {
@@ -266,6 +347,7 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
                 default: DefaultOutcome::NotConfigured,
                 problems,
                 notes,
+                cache,
                 text: String::new(),
                 ready: false,
             };
@@ -339,6 +421,16 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         }
     }
 
+    if !gpus.is_empty() && config.is_some_and(|c| c.require_step_gpus != Some(true)) {
+        notes.push(format!(
+            "{} GPUs here and require_step_gpus is not set: a step without SLURM_STEP_GPUS maps over every GPU of \
+             the node. If they are Slurm GRES (gres.conf), set require_step_gpus = true in the config file: Slurm \
+             unsets SLURM_STEP_GPUS for a step that asked for no GPU, and such a step would otherwise be told \
+             GPUs that are not its own",
+            gpus.len()
+        ));
+    }
+
     let default = match config.and_then(|c| c.default.clone()) {
         None => DefaultOutcome::NotConfigured,
         Some(text) => default_outcome(node, &text),
@@ -366,10 +458,65 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         ready: problems.is_empty(),
         problems,
         notes,
+        cache,
         text: String::new(),
     };
     report.text = render(&report, input);
     report
+}
+
+/// Judges the cache file the way the steps do, as far as owner and mode go: the cache
+/// directory must be a directory owned by root and not writable by group or others, and the
+/// file a regular file (not a symlink) owned by root and not writable by group or others.
+/// Pure; the plugin additionally checks every parent directory, that the slurmd which wrote
+/// the file still holds its lock, and that it was written by the loaded plugin file on this
+/// boot (`spank/src/cache.rs`).
+pub fn cache_state(probe: &CacheProbe) -> CacheState {
+    let path = probe.file();
+    let dir = probe.dir.display();
+    let mut reasons = Vec::new();
+    match &probe.dir_facts {
+        Ok(None) => return CacheState::Absent { path, why: format!("no directory {dir}") },
+        Err(e) => reasons.push(format!("cannot examine the cache directory {dir}: {e}")),
+        Ok(Some(d)) => {
+            if d.kind != PathKind::Dir {
+                reasons.push(format!("the cache directory {dir} is not a directory"));
+            }
+            if d.uid != 0 {
+                reasons.push(format!("the cache directory {dir} is owned by uid {}, not root", d.uid));
+            }
+            if d.mode & 0o022 != 0 {
+                reasons.push(format!(
+                    "the cache directory {dir} is writable by group or others (mode {:04o})",
+                    d.mode & 0o7777
+                ));
+            }
+        }
+    }
+    match &probe.file_facts {
+        Ok(None) if reasons.is_empty() => {
+            return CacheState::Absent { path: path.clone(), why: format!("no file {}", path.display()) }
+        }
+        Ok(None) => {}
+        Err(e) => reasons.push(format!("cannot examine the file: {e}")),
+        Ok(Some(f)) => {
+            match f.kind {
+                PathKind::File => {}
+                PathKind::Symlink => reasons.push("the file is a symbolic link (not followed)".to_string()),
+                _ => reasons.push("the file is not a regular file".to_string()),
+            }
+            if f.uid != 0 {
+                reasons.push(format!("the file is owned by uid {}, not root", f.uid));
+            }
+            if f.mode & 0o022 != 0 {
+                reasons.push(format!("the file is writable by group or others (mode {:04o})", f.mode & 0o7777));
+            }
+            if reasons.is_empty() {
+                return CacheState::LooksTrusted { path, size: f.size, mode: f.mode & 0o7777 };
+            }
+        }
+    }
+    CacheState::Untrusted { path, reasons }
 }
 
 /// How `d` is named, or the refusal a job mapping it alone would get (the engine's words).
@@ -499,21 +646,72 @@ fn render(r: &CheckReport, input: &CheckInput<'_>) -> String {
                     };
                     let _ = writeln!(
                         out,
-                        "    default      {}",
+                        "    default           {}",
                         c.default.as_deref().unwrap_or("(none: jobs map only when they ask)")
                     );
                     let _ = writeln!(
                         out,
-                        "    topology     {}",
-                        path(&c.topology, "(none: live hwloc discovery of the node)")
+                        "    topology          {}",
+                        path(&c.topology, "(none: the node's own, from slurmd's cache or live discovery)")
                     );
-                    let _ = writeln!(out, "    proc_root    {}", path(&c.proc_root, "(unset)"));
-                    let _ = writeln!(out, "    sys_root     {}", path(&c.sys_root, "(unset)"));
+                    // Unset, the plugin reads the node's own driver files only when the topology is
+                    // the node's own (live discovery or slurmd's cache of it).
+                    let root = |p: &Option<std::path::PathBuf>, own: &str| match (p, &c.topology) {
+                        (Some(p), _) => p.display().to_string(),
+                        (None, None) => format!("(unset: {own}, the node's own)"),
+                        (None, Some(_)) => "(unset: no driver file is read with topology=)".to_string(),
+                    };
+                    let _ = writeln!(out, "    proc_root         {}", root(&c.proc_root, "/proc"));
+                    let _ = writeln!(out, "    sys_root          {}", root(&c.sys_root, "/sys"));
                     let _ = writeln!(
                         out,
-                        "    ze_hierarchy {}",
+                        "    ze_hierarchy      {}",
                         c.ze_hierarchy.map_or("(unset: Level Zero masks are not written)", |z| z.as_str())
                     );
+                    let cache = match (&c.topology, c.cache) {
+                        (Some(_), _) => "not used: the steps read topology= instead",
+                        (None, Some(false)) => "false: every step discovers the node itself (about 15 ms per step)",
+                        (None, Some(true)) => "true: the steps read the topology slurmd discovered at its start",
+                        (None, None) => "true (default): the steps read the topology slurmd discovered at its start",
+                    };
+                    let _ = writeln!(out, "    cache             {cache}");
+                    let _ = writeln!(
+                        out,
+                        "    cache_dir         {}{}",
+                        path(&c.cache_dir, &format!("{DEFAULT_CACHE_DIR} (default)")),
+                        if c.cache_dir().is_none() { " (not used)" } else { "" }
+                    );
+                    let _ = writeln!(
+                        out,
+                        "    require_step_gpus {}",
+                        match c.require_step_gpus {
+                            Some(true) => "true: a GPU mapping of a step without SLURM_STEP_GPUS is refused",
+                            Some(false) => "false: a step without SLURM_STEP_GPUS maps over every GPU of the node",
+                            None => "false (default): a step without SLURM_STEP_GPUS maps over every GPU of the node",
+                        }
+                    );
+                    match &r.cache {
+                        None => {}
+                        Some(CacheState::Absent { path, .. }) => {
+                            let _ = writeln!(out, "  topology cache {}: absent (see the notes)", path.display());
+                        }
+                        Some(CacheState::Untrusted { path, .. }) => {
+                            let _ = writeln!(
+                                out,
+                                "  topology cache {}: not used by the steps (see the notes)",
+                                path.display()
+                            );
+                        }
+                        Some(CacheState::LooksTrusted { path, size, mode }) => {
+                            let _ = writeln!(
+                                out,
+                                "  topology cache {}: present ({size} bytes, root's, mode {mode:04o}); the steps also \
+                                 require that the slurmd which wrote it still runs, this plugin build and this boot \
+                                 (not checked here)",
+                                path.display()
+                            );
+                        }
+                    }
                 }
                 Err(_) => {
                     let _ = writeln!(out, "  settings from {origin}: INVALID (below)");
@@ -611,10 +809,75 @@ mod tests {
             topology_source: "/x.xml".into(),
             setup: Setup::NotExamined,
             problems: vec![],
+            cache: None,
         };
         let r = check(&input);
         assert!(!r.ready);
         assert!(r.text.contains("cannot read topology XML /x.xml"), "{}", r.text);
         assert!(r.text.contains("Ready: no, 1 problem:"), "{}", r.text);
+    }
+
+    fn facts(kind: PathKind, uid: u32, mode: u32) -> Option<PathFacts> {
+        Some(PathFacts { kind, uid, mode, size: 1665 })
+    }
+
+    fn probe(dir: Option<PathFacts>, file: Option<PathFacts>) -> CacheProbe {
+        CacheProbe { dir: "/run/map-by-device".into(), dir_facts: Ok(dir), file_facts: Ok(file) }
+    }
+
+    #[test]
+    fn cache_owner_and_mode_as_the_steps_check_them() {
+        let good_dir = facts(PathKind::Dir, 0, 0o755);
+        let path = PathBuf::from("/run/map-by-device/topology.json");
+        assert_eq!(
+            cache_state(&probe(good_dir.clone(), facts(PathKind::File, 0, 0o644))),
+            CacheState::LooksTrusted { path: path.clone(), size: 1665, mode: 0o644 }
+        );
+        assert!(
+            matches!(cache_state(&probe(None, None)), CacheState::Absent { why, .. } if why.contains("no directory"))
+        );
+        assert!(
+            matches!(cache_state(&probe(good_dir.clone(), None)), CacheState::Absent { why, .. } if why.contains("no file"))
+        );
+
+        let reasons = |p: CacheProbe| match cache_state(&p) {
+            CacheState::Untrusted { reasons, .. } => reasons.join("; "),
+            other => panic!("expected untrusted, got {other:?}"),
+        };
+        let r = reasons(probe(good_dir.clone(), facts(PathKind::File, 1000, 0o666)));
+        assert!(
+            r.contains("owned by uid 1000, not root") && r.contains("writable by group or others (mode 0666)"),
+            "{r}"
+        );
+        assert!(reasons(probe(good_dir.clone(), facts(PathKind::Symlink, 0, 0o777))).contains("symbolic link"));
+        assert!(reasons(probe(good_dir, facts(PathKind::Dir, 0, 0o755))).contains("not a regular file"));
+        // The directory itself may not be writable by others, even sticky; a missing file
+        // under a bad directory is still reported as the directory's fault.
+        let r = reasons(probe(facts(PathKind::Dir, 0, 0o1777), None));
+        assert!(r.contains("the cache directory /run/map-by-device is writable by group or others (mode 1777)"), "{r}");
+        assert!(reasons(probe(facts(PathKind::Dir, 65534, 0o755), None)).contains("uid 65534"));
+        assert!(reasons(probe(facts(PathKind::File, 0, 0o644), None)).contains("not a directory"));
+    }
+
+    #[test]
+    fn the_cache_never_makes_a_node_unready() {
+        let input = CheckInput {
+            node: Err("no topology".into()),
+            topology_source: "this machine".into(),
+            setup: Setup::Configured { entries: vec![], origin: "config file c".into(), config: Ok(Config::default()) },
+            problems: vec![],
+            cache: Some(probe(facts(PathKind::Dir, 0, 0o777), facts(PathKind::File, 0, 0o666))),
+        };
+        let r = check(&input);
+        assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);
+        assert!(r.notes.iter().any(|n| n.contains("will not use the topology cache")), "{:?}", r.notes);
+        assert!(r.text.contains("    cache             true (default)"), "{}", r.text);
+        assert!(r.text.contains("    cache_dir         /run/map-by-device (default)\n"), "{}", r.text);
+        assert!(r.text.contains("    require_step_gpus false (default)"), "{}", r.text);
+        assert!(
+            r.text.contains("topology cache /run/map-by-device/topology.json: not used by the steps"),
+            "{}",
+            r.text
+        );
     }
 }

@@ -53,6 +53,10 @@ pub struct Config {
 /// on a tmpfs that a reboot clears.
 pub const DEFAULT_CACHE_DIR: &str = "/run/map-by-device";
 
+/// The name of slurmd's topology cache file in the cache directory (written by the plugin,
+/// inspected by `map-by-device check`).
+pub const CACHE_FILE_NAME: &str = "topology.json";
+
 /// A setting that could not be used. Every message is one line, quotes the input and says
 /// how to fix it.
 #[derive(Debug, thiserror::Error)]

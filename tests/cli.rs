@@ -1,6 +1,7 @@
 //! The `map-by-device` binary as users and scripts see it: its JSON formats, its refusals
 //! (`map-by-device: error: ...`, exit 2, nothing on stdout) and `check` on every fixture,
-//! with its exit status (0 ready, 1 not ready, 2 usage).
+//! with its exit status (0 ready, 1 not ready, 2 usage), its settings report and its look at
+//! the topology cache of this machine.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
 
@@ -311,7 +312,7 @@ fn check_with_a_config_file() {
     let c = dir.file("good.toml", "default = \"gpu:bind=core\"\n");
     let out = ok(&["check", "--topology", &turin, "--config", &c]);
     assert!(out.contains("settings from config file"), "{out}");
-    assert!(out.contains("    default      gpu:bind=core\n"), "{out}");
+    assert!(out.contains("    default           gpu:bind=core\n"), "{out}");
     assert!(out.contains("Default \"gpu:bind=core\" on this node, for a one-task step:"), "{out}");
     assert!(out.contains("task 0 on turin-h200: gpu 0000:06:00.0 cuda0 GPU-"), "{out}");
     assert!(out.contains("cpus 16,144"), "{out}");
@@ -382,8 +383,8 @@ fn check_reads_plugstack_lines_and_includes() {
     // --config replaces the line's config= (and the line's default= still wins over the file).
     let c = dir.file("c.toml", "default = \"network\"\nze_hierarchy = \"FLAT\"\n");
     let out = ok(&["check", "--topology", &turin, "--plugstack", &main, "--config", &c]);
-    assert!(out.contains("with config file ") && out.contains("ze_hierarchy FLAT"), "{out}");
-    assert!(out.contains("    default      gpu:verbose\n"), "{out}");
+    assert!(out.contains("with config file ") && out.contains("    ze_hierarchy      FLAT\n"), "{out}");
+    assert!(out.contains("    default           gpu:verbose\n"), "{out}");
 
     // A missing plugin file, a bad argument, a second line, a line Slurm cannot read.
     let bad = dir.file(
@@ -405,4 +406,124 @@ fn check_reads_plugstack_lines_and_includes() {
     ] {
         assert!(out.contains(needle), "{needle:?} not in:\n{out}");
     }
+}
+
+#[test]
+fn check_reports_cache_and_step_gpu_settings() {
+    let dir = TempDir::new("settings");
+    let turin = topo("turin-h200.xml");
+
+    // Defaults: the cache on in /run/map-by-device, require_step_gpus off, and a note on a GPU
+    // node saying when to turn it on. --topology is another node: its cache is not looked at.
+    let c = dir.file("defaults.toml", "default = \"gpu\"\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    for needle in [
+        "    proc_root         (unset: /proc, the node's own)\n",
+        "    sys_root          (unset: /sys, the node's own)\n",
+        "    cache             true (default): the steps read the topology slurmd discovered at its start\n",
+        "    cache_dir         /run/map-by-device (default)\n",
+        "    require_step_gpus false (default): a step without SLURM_STEP_GPUS maps over every GPU of the node\n",
+        "4 GPUs here and require_step_gpus is not set",
+        "set require_step_gpus = true in the config file",
+    ] {
+        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
+    }
+    assert!(!out.contains("topology cache /"), "no look at this machine's cache with --topology:\n{out}");
+
+    // Every key set: shown as set; no GRES note once require_step_gpus is on.
+    let c = dir.file("set.toml", "cache = false\ncache_dir = \"/run/mbd\"\nrequire_step_gpus = true\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    for needle in [
+        "    cache             false: every step discovers the node itself (about 15 ms per step)\n",
+        "    cache_dir         /run/mbd (not used)\n",
+        "    require_step_gpus true: a GPU mapping of a step without SLURM_STEP_GPUS is refused\n",
+    ] {
+        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
+    }
+    assert!(!out.contains("require_step_gpus is not set"), "{out}");
+
+    // With topology= the steps read the XML: no cache, and no driver files unless configured.
+    let c = dir.file("xml.toml", &format!("topology = \"{turin}\"\ncache = true\n"));
+    let out = ok(&["check", "--config", &c]);
+    for needle in [
+        "    proc_root         (unset: no driver file is read with topology=)\n",
+        "    cache             not used: the steps read topology= instead\n",
+        "    cache_dir         /run/map-by-device (default) (not used)\n",
+    ] {
+        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
+    }
+    assert!(!out.contains("topology cache /"), "{out}");
+
+    // A wrong type is a configuration error naming the key.
+    let c = dir.file("type.toml", "require_step_gpus = \"yes\"\n");
+    let o = run(&["check", "--topology", &turin, "--config", &c]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("key require_step_gpus in config file"), "{}", stdout(&o));
+}
+
+#[test]
+fn check_looks_at_this_machines_cache_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("cache");
+    let cache_dir = dir.0.join("run");
+    let c = dir.file("c.toml", &format!("cache_dir = \"{}\"\n", cache_dir.display()));
+    let file = cache_dir.join("topology.json");
+    let shown = format!("topology cache {}: ", file.display());
+    let chmod = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    // No --topology: this machine, and its cache. Whatever the machine, the cache never
+    // changes the verdict (the steps only get slower without it).
+    let check = || {
+        let o = run(&["check", "--config", &c]);
+        assert!(o.status.code() == Some(0) || o.status.code() == Some(1), "{}{}", stdout(&o), stderr(&o));
+        (stdout(&o), o.status.code())
+    };
+
+    let (out, absent_code) = check();
+    assert!(out.contains(&format!("    cache_dir         {}\n", cache_dir.display())), "{out}");
+    assert!(out.contains(&format!("{shown}absent (see the notes)")), "{out}");
+    assert!(out.contains(&format!("no topology cache (no directory {})", cache_dir.display())), "{out}");
+
+    std::fs::create_dir(&cache_dir).unwrap();
+    chmod(&cache_dir, 0o755);
+    let (out, _) = check();
+    assert!(out.contains(&format!("no topology cache (no file {})", file.display())), "{out}");
+
+    std::fs::write(&file, b"{}").unwrap();
+    chmod(&file, 0o666);
+    let (out, code) = check();
+    assert_eq!(code, absent_code, "{out}");
+    assert!(out.contains(&format!("{shown}not used by the steps (see the notes)")), "{out}");
+    assert!(out.contains("the file is writable by group or others (mode 0666)"), "{out}");
+
+    chmod(&file, 0o644);
+    chmod(&cache_dir, 0o777);
+    let (out, _) = check();
+    assert!(out.contains("is writable by group or others (mode 0777)"), "{out}");
+
+    chmod(&cache_dir, 0o755);
+    let (out, code) = check();
+    assert_eq!(code, absent_code, "{out}");
+    // The effective uid, from /proc (the test crate has no libc).
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"));
+    if root {
+        assert!(out.contains(&format!("{shown}present (2 bytes, root's, mode 0644)")), "{out}");
+        assert!(!out.contains("no topology cache") && !out.contains("will not use the topology cache"), "{out}");
+    } else {
+        assert!(out.contains("not root"), "{out}");
+    }
+
+    // A symlink in place of the file is not followed.
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &file).unwrap();
+    let (out, _) = check();
+    assert!(out.contains("the file is a symbolic link (not followed)"), "{out}");
+
+    // cache = false: nothing to look at.
+    let off = dir.file("off.toml", &format!("cache_dir = \"{}\"\ncache = false\n", cache_dir.display()));
+    let out = stdout(&run(&["check", "--config", &off]));
+    assert!(!out.contains("topology cache /") && !out.contains("no topology cache"), "{out}");
 }

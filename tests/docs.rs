@@ -7,7 +7,8 @@
 //!
 //! Also checked: every variable the engine can write has a section in `docs/variables.md`
 //! and appears in `map-by-device(8)`; every qualifier appears in both man pages' sources;
-//! every subcommand and flag of the CLI appears in `map-by-device(1)`.
+//! every subcommand and flag of the CLI appears in `map-by-device(1)`; every key of the
+//! config file appears in `map-by-device(8)`, the admin guide and every example config.
 //!
 //! When a behaviour changes on purpose, run the command and paste its output into the doc.
 
@@ -217,6 +218,32 @@ fn every_qualifier_and_flag_is_in_the_man_pages() {
         for flag in help.split_whitespace().filter(|w| w.starts_with("--")) {
             let flag = flag.trim_end_matches(',');
             assert!(man1.contains(flag), "map-by-device(1) does not mention {flag} of {sub}");
+        }
+    }
+}
+
+#[test]
+fn every_config_key_is_documented() {
+    // The engine's own list of keys, from the message that refuses an unknown one.
+    let e = map_by_device::config::Config::from_toml("no_such_key = 1\n", Path::new("x.toml"))
+        .expect_err("an unknown key is refused")
+        .to_string();
+    let list = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("no key list in {e:?}"));
+    let keys: Vec<&str> = list.split(", ").map(str::trim).collect();
+    assert!(keys.contains(&"require_step_gpus") && keys.len() >= 8, "{keys:?}");
+    for file in [
+        "docs/man/map-by-device.8",
+        "docs/admin-guide.md",
+        "map-by-device.toml.example",
+        "plugstack.conf.example",
+        "packaging/plugstack.d/map-by-device.conf.in",
+    ] {
+        let text = read(file).replace("\\-", "-");
+        for key in &keys {
+            assert!(
+                text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w == *key),
+                "{file} does not mention the config key {key}"
+            );
         }
     }
 }

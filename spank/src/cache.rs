@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The cache file's name in the cache directory.
-pub const FILE_NAME: &str = "topology.json";
+pub use map_by_device::config::CACHE_FILE_NAME as FILE_NAME;
 
 /// Bumped when the file's layout changes.
 const FORMAT: u32 = 1;

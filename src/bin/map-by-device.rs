@@ -5,7 +5,7 @@
 //! stdout), 1 `check` found the node not ready.
 
 use clap::{Args, Parser, Subcommand};
-use map_by_device::check::{self, CheckInput, PluginEntry, PlugstackItem, Setup};
+use map_by_device::check::{self, CacheProbe, CheckInput, PathFacts, PathKind, PluginEntry, PlugstackItem, Setup};
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::{Device, ZeHierarchy};
@@ -48,7 +48,9 @@ enum Command {
     ///
     /// Reports the node's devices and their order, which GPUs can be named and how (hwloc
     /// backend or driver file), which would be refused and why, the plugin's settings from
-    /// plugstack.conf and its config file, and whether the admin's default maps here.
+    /// plugstack.conf and its config file (with the topology cache and require_step_gpus),
+    /// whether the admin's default maps here, and, for this machine, whether slurmd's topology
+    /// cache file is there and owned and protected as the steps require.
     Check(CheckArgs),
 }
 
@@ -326,6 +328,41 @@ fn read_plugstack(path: &Path, depth: usize, found: &mut PlugstackFindings) {
     }
 }
 
+/// One path as `lstat` sees it (`Ok(None)`: it does not exist).
+fn path_facts(path: &Path) -> Result<Option<PathFacts>, String> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(PathFacts {
+            kind: if m.file_type().is_symlink() {
+                PathKind::Symlink
+            } else if m.is_dir() {
+                PathKind::Dir
+            } else if m.is_file() {
+                PathKind::File
+            } else {
+                PathKind::Other
+            },
+            uid: m.uid(),
+            mode: m.mode() & 0o7777,
+            size: m.size(),
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The topology cache's directory and file on this machine (symlinks in the directory's path
+/// resolved first, as the plugin does; the file itself is not followed). Metadata only: the
+/// file is neither opened nor locked.
+fn probe_cache(dir: &Path) -> CacheProbe {
+    let (dir_facts, file_facts) = match std::fs::canonicalize(dir) {
+        Ok(real) => (path_facts(&real), path_facts(&real.join(check::CACHE_FILE_NAME))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Ok(None), Ok(None)),
+        Err(e) => (Err(e.to_string()), Ok(None)),
+    };
+    CacheProbe { dir: dir.to_path_buf(), dir_facts, file_facts }
+}
+
 /// `check`: resolves the settings as the plugin would, loads the node, and reports.
 fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
     for (flag, path) in [("--plugstack", &args.plugstack), ("--config", &args.config)] {
@@ -377,8 +414,19 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
         (None, None) => "this machine (live hwloc discovery)".to_string(),
     };
     let node = node_with(&args.source, &config, configured);
-    let input =
-        CheckInput { node: node.as_ref().map_err(Clone::clone), topology_source, setup, problems: found.problems };
+    // The cache is this machine's: looked at only when the node checked is this one and the
+    // settings use a cache (no topology=, cache not false).
+    let cache = match (configured, &args.source.topology, config.cache_dir()) {
+        (true, None, Some(dir)) => Some(probe_cache(&dir)),
+        _ => None,
+    };
+    let input = CheckInput {
+        node: node.as_ref().map_err(Clone::clone),
+        topology_source,
+        setup,
+        problems: found.problems,
+        cache,
+    };
     let report = check::check(&input);
     Ok((report.text, report.ready))
 }
