@@ -6,6 +6,8 @@
 //!    with 128 tasks, against loading that node: planning must stay well under a millisecond
 //!    and grow linearly with the task count.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use map_by_device::load;
 use map_by_device::node::{Node, NodeOptions};
 use map_by_device::plan::{plan, StepFacts};

@@ -1,6 +1,8 @@
 //! Slurm's allocation bounds every plan: a job owning 4 of a node's 16 cores and 2 of its 4
 //! GPUs is mapped inside them, and a device whose locality lies outside them is refused.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use map_by_device::cpuset::CpuSet;
 use map_by_device::load;
 use map_by_device::node::{Node, NodeOptions};

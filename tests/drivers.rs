@@ -2,6 +2,8 @@
 //! present, absent and malformed files, for NVIDIA and AMD, read from the fixture trees in
 //! `topologies/drivers/`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::{DeviceClass, GpuIdentity, IdentitySource};
 use map_by_device::load;

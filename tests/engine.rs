@@ -3,6 +3,8 @@
 //! the project's hand-written fixture and the real export it follows, so a fixture that
 //! drifts from the machine it models fails here too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::{DeviceClass, ZeHierarchy};
 use map_by_device::load;

@@ -6,6 +6,8 @@
 //! behaviour change to review, not noise. To rewrite them after an intended change:
 //! `MBD_BLESS=1 cargo test --test golden`, then read the diff.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use map_by_device::device::ZeHierarchy;
 use map_by_device::load;
 use map_by_device::node::{Node, NodeOptions};
