@@ -487,7 +487,7 @@ c_gres_partial_step() {
     # and told the GPU's UUID, read from the driver file of the bus id Slurm's index names.
     gres_probe -n 1 -c 1 --gres=gpu:1 --map-by-device=gpu:verbose
     expect_rc 0 && inside_step && expect_out "$(gline 0 0 0 0 "${GRES_UUID[0]}")" &&
-        expect_err "renderD128 0000:17:00.0 ${GRES_UUID[0]}; CPUs 0 set"
+        expect_err "gpu 0000:17:00.0 renderD128 ${GRES_UUID[0]}; CPUs 0 set"
 }
 
 c_gres_two_jobs() {

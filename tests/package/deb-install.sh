@@ -17,17 +17,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=tests/e2e/lib.sh
 source "$repo/tests/e2e/lib.sh"
 
-fail=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then
-        echo "ok   $what"
-    else
-        echo "FAIL $what"
-        fail=1
-    fi
-}
+# shellcheck source=tests/package/check.sh
+source "$repo/tests/package/check.sh"
 die() {
     echo "deb-install: $*" >&2
     exit 1

@@ -6,17 +6,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-fail=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then
-        echo "ok   $what"
-    else
-        echo "FAIL $what"
-        fail=1
-    fi
-}
+# shellcheck source=tests/package/check.sh
+source "$repo/tests/package/check.sh"
 
 rpm=${1:-}
 [[ -z $rpm || $rpm == /* ]] || rpm=$PWD/$rpm
