@@ -23,7 +23,7 @@
 //! this module only reads the values it is handed. [`parse_plugstack`] reads one
 //! `plugstack.conf` text; following its `include` lines is the caller's job.
 
-use crate::config::{Config, DEFAULT_CACHE_DIR};
+use crate::config::{Config, DEFAULT_CACHE_DIR, DEFAULT_PROC_ROOT, DEFAULT_SYS_ROOT};
 use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource};
 use crate::node::Node;
 use crate::plan::{plan, PlanError, StepFacts};
@@ -661,8 +661,8 @@ fn render(r: &CheckReport, input: &CheckInput<'_>) -> String {
                         (None, None) => format!("(unset: {own}, the node's own)"),
                         (None, Some(_)) => "(unset: no driver file is read with topology=)".to_string(),
                     };
-                    let _ = writeln!(out, "    proc_root         {}", root(&c.proc_root, "/proc"));
-                    let _ = writeln!(out, "    sys_root          {}", root(&c.sys_root, "/sys"));
+                    let _ = writeln!(out, "    proc_root         {}", root(&c.proc_root, DEFAULT_PROC_ROOT));
+                    let _ = writeln!(out, "    sys_root          {}", root(&c.sys_root, DEFAULT_SYS_ROOT));
                     let _ = writeln!(
                         out,
                         "    ze_hierarchy      {}",

@@ -18,6 +18,7 @@
 //! Shared by the SPANK plugin and the CLI (`--plugstack-args`).
 
 use crate::device::ZeHierarchy;
+use crate::node::NodeOptions;
 use crate::spec::{Spec, SpecError};
 use std::path::{Path, PathBuf};
 
@@ -52,6 +53,11 @@ pub struct Config {
 /// The directory of the per-node topology cache when the config file names none: root's,
 /// on a tmpfs that a reboot clears.
 pub const DEFAULT_CACHE_DIR: &str = "/run/map-by-device";
+
+/// Where driver identity files are read from when the topology is the node's own and the
+/// config file names no root.
+pub const DEFAULT_PROC_ROOT: &str = "/proc";
+pub const DEFAULT_SYS_ROOT: &str = "/sys";
 
 /// The name of slurmd's topology cache file in the cache directory (written by the plugin,
 /// inspected by `map-by-device check`).
@@ -99,6 +105,20 @@ const FILE_KEYS: [&str; 8] =
     ["default", "topology", "proc_root", "sys_root", "ze_hierarchy", "cache_dir", "cache", "require_step_gpus"];
 
 impl Config {
+    /// The node options these settings give. Driver files (GPU identities, InfiniBand port
+    /// states) describe this machine: read by default only when the topology is `own_node`'s
+    /// (live discovery or slurmd's cache of it); for an XML, only where the file says.
+    pub fn node_options(&self, own_node: bool, hostname: Option<String>) -> NodeOptions {
+        let root =
+            |set: &Option<PathBuf>, default: &str| set.clone().or_else(|| own_node.then(|| PathBuf::from(default)));
+        NodeOptions {
+            hostname,
+            proc_root: root(&self.proc_root, DEFAULT_PROC_ROOT),
+            sys_root: root(&self.sys_root, DEFAULT_SYS_ROOT),
+            ze_hierarchy: self.ze_hierarchy,
+        }
+    }
+
     /// Reads the plugstack.conf arguments (`default=SPEC`, `topology=PATH`, `config=PATH`),
     /// then the `config=` file if any; the arguments override the file.
     pub fn from_plugin_args(args: &[String]) -> Result<Config, ConfigError> {

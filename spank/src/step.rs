@@ -11,7 +11,7 @@ use crate::cache;
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::DeviceClass;
-use map_by_device::node::{Node, NodeOptions};
+use map_by_device::node::Node;
 use map_by_device::plan::{self, Plan, StepFacts, TaskPlan};
 use map_by_device::report;
 use map_by_device::spec::{Spec, Target};
@@ -157,15 +157,7 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
         Ok(t) => t,
         Err(e) => return Step::Refused { origin, message: e.to_string() },
     };
-    // Driver files (GPU identities, InfiniBand port states) describe this machine: read by
-    // default only when the topology is this machine's; for an XML, where the admin says.
-    let root = |set: &Option<PathBuf>, default: &str| set.clone().or_else(|| this_node.then(|| PathBuf::from(default)));
-    let options = NodeOptions {
-        hostname: local_hostname(),
-        proc_root: root(&config.proc_root, "/proc"),
-        sys_root: root(&config.sys_root, "/sys"),
-        ze_hierarchy: config.ze_hierarchy,
-    };
+    let options = config.node_options(this_node, local_hostname());
     if cached {
         if let Some(sys) = &options.sys_root {
             // The cache is as old as slurmd; an InfiniBand link may have come up since.

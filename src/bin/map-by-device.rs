@@ -9,7 +9,7 @@ use map_by_device::check::{self, CacheProbe, CheckInput, PathFacts, PathKind, Pl
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::{Device, ZeHierarchy};
-use map_by_device::node::{Node, NodeOptions};
+use map_by_device::node::Node;
 use map_by_device::plan::{plan, StepFacts};
 use map_by_device::report;
 use map_by_device::spec::{Spec, Target};
@@ -130,33 +130,33 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
         None => map_by_device::load::live(),
     }
     .map_err(|e| e.to_string())?;
-    let ze_hierarchy = match &source.ze_hierarchy {
-        Some(m) => Some(
-            ZeHierarchy::parse(m)
-                .ok_or_else(|| format!("invalid --ze-hierarchy {m:?}: expected FLAT, COMPOSITE or COMBINED"))?,
-        ),
-        None if configured => config.ze_hierarchy,
-        // The discovering process is this one: its own environment says which model applied.
-        None if live => std::env::var("ZE_FLAT_DEVICE_HIERARCHY").ok().and_then(|v| ZeHierarchy::parse(&v)),
-        None => None,
-    };
     let hostname = source.hostname.clone().or_else(|| {
         live.then(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())).flatten()
     });
-    let options = NodeOptions {
-        hostname,
-        proc_root: source
-            .proc_root
-            .clone()
-            .or_else(|| config.proc_root.clone())
-            .or_else(|| live.then(|| PathBuf::from("/proc"))),
-        sys_root: source
-            .sys_root
-            .clone()
-            .or_else(|| config.sys_root.clone())
-            .or_else(|| live.then(|| PathBuf::from("/sys"))),
-        ze_hierarchy,
-    };
+    // The plugin's rules first (config roots, else the node's own /proc and /sys when live),
+    // then the flags on top.
+    let mut options = config.node_options(live, hostname);
+    if let Some(p) = &source.proc_root {
+        options.proc_root = Some(p.clone());
+    }
+    if let Some(p) = &source.sys_root {
+        options.sys_root = Some(p.clone());
+    }
+    match &source.ze_hierarchy {
+        Some(m) => {
+            options.ze_hierarchy = Some(
+                ZeHierarchy::parse(m)
+                    .ok_or_else(|| format!("invalid --ze-hierarchy {m:?}: expected FLAT, COMPOSITE or COMBINED"))?,
+            )
+        }
+        // With the plugin's settings the model comes from them only, as in the plugin.
+        None if configured => {}
+        // The discovering process is this one: its own environment says which model applied.
+        None if live => {
+            options.ze_hierarchy = std::env::var("ZE_FLAT_DEVICE_HIERARCHY").ok().and_then(|v| ZeHierarchy::parse(&v))
+        }
+        None => {}
+    }
     Ok(Node::new(topology, options))
 }
 
