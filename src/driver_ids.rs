@@ -4,6 +4,7 @@
 //! - NVIDIA: `<proc>/driver/nvidia/gpus/<busid>/information`, line `GPU UUID: GPU-...`.
 //! - AMD: `<sys>/bus/pci/devices/<busid>/unique_id`, `%016llx` (ROCr's `GPU-<id>` token).
 //! - Intel: only hwloc's Level Zero backend knows the ordinals: nothing to read.
+//! - InfiniBand port states, re-read for a topology cached before a link came up.
 //!
 //! The roots come from the admin's config only (never from a job's environment), so tests
 //! can point them at fixture trees (`topologies/drivers/`). Nothing is guessed: a file that
@@ -11,7 +12,7 @@
 
 use crate::device::{GpuIdentity, IdentitySource, Vendor};
 use crate::node::NodeOptions;
-use crate::topology::PciBusId;
+use crate::topology::{PciBusId, Topology};
 use std::path::{Path, PathBuf};
 
 /// Files larger than this are not driver files; refuse rather than read them whole.
@@ -87,9 +88,85 @@ pub fn lookup(
     }
 }
 
+/// Re-reads the state of every InfiniBand port (`Port<N>State` of the OpenFabrics OS
+/// devices) from `<sys_root>/class/infiniband/<dev>/ports/<N>/state`, the file hwloc read
+/// them from (hwloc keeps its first digit: `4: ACTIVE` gives `4`). A topology discovered
+/// earlier (slurmd's cache) may predate a link coming up; everything else it holds does
+/// not change while the node runs. A file that cannot be read leaves the value as it was.
+/// Returns how many values changed.
+pub fn refresh_ib_port_states(topology: &mut Topology, sys_root: &Path) -> usize {
+    let mut changed = 0;
+    let osdevs = topology
+        .pci
+        .iter_mut()
+        .flat_map(|f| f.osdevs.iter_mut())
+        .chain(topology.loose.iter_mut().map(|l| &mut l.osdev));
+    for osdev in osdevs.filter(|o| o.osdev_type == "OpenFabrics") {
+        let dir = sys_root.join("class/infiniband").join(&osdev.name).join("ports");
+        for (key, value) in osdev.infos.iter_mut() {
+            let Some(port) = key.strip_prefix("Port").and_then(|k| k.strip_suffix("State")) else { continue };
+            if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(dir.join(port).join("state")) else { continue };
+            let Some(digit) = text.trim_start().chars().next().filter(char::is_ascii_digit) else { continue };
+            if *value != digit.to_string() {
+                *value = digit.to_string();
+                changed += 1;
+            }
+        }
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::{LooseOsDevice, OsDevice, PciFunction};
+
+    fn hca(name: &str, infos: &[(&str, &str)]) -> OsDevice {
+        OsDevice {
+            name: name.into(),
+            osdev_type: "OpenFabrics".into(),
+            subtype: None,
+            infos: infos.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn ib_port_states_are_reread_from_sysfs() {
+        let root = std::env::temp_dir().join(format!("mbd-ibports-{}", std::process::id()));
+        let ports = root.join("class/infiniband/mlx5_0/ports");
+        std::fs::create_dir_all(ports.join("1")).unwrap();
+        std::fs::create_dir_all(ports.join("2")).unwrap();
+        std::fs::write(ports.join("1/state"), "4: ACTIVE\n").unwrap();
+        std::fs::write(ports.join("2/state"), "1: DOWN\n").unwrap();
+        let mut topo = Topology {
+            pci: vec![PciFunction {
+                busid: "0000:18:00.0".parse().unwrap(),
+                vendor_id: 0x15b3,
+                device_id: 0x101b,
+                class_id: 0x0207,
+                locality: 0,
+                osdevs: vec![
+                    hca("mlx5_0", &[("NodeGUID", "x"), ("Port1State", "1"), ("Port2State", "4"), ("Port3State", "4")]),
+                    OsDevice { name: "ib0".into(), osdev_type: "Network".into(), subtype: None, infos: vec![] },
+                ],
+            }],
+            loose: vec![LooseOsDevice { osdev: hca("mlx5_9", &[("Port1State", "1")]), locality: 0 }],
+            ..Topology::default()
+        };
+        assert_eq!(refresh_ib_port_states(&mut topo, &root), 2);
+        let infos = &topo.pci[0].osdevs[0].infos;
+        assert_eq!(topo.pci[0].osdevs[0].info("Port1State"), Some("4"));
+        assert_eq!(topo.pci[0].osdevs[0].info("Port2State"), Some("1"));
+        // No file (port 3, mlx5_9): left as discovered.
+        assert_eq!(topo.pci[0].osdevs[0].info("Port3State"), Some("4"));
+        assert_eq!(topo.loose[0].osdev.info("Port1State"), Some("1"));
+        assert_eq!(infos[0], ("NodeGUID".to_string(), "x".to_string()));
+        assert_eq!(refresh_ib_port_states(&mut topo, &root), 0);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     const INFO: &str = "Model: \t\t NVIDIA H200\nIRQ:   \t\t 123\nGPU UUID: \t GPU-46F7E0A2-1C3B-4D5E-8F90-0A1B2C3D4E5F\nDevice Minor: \t 0\n";
 

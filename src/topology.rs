@@ -151,34 +151,6 @@ impl Topology {
         self.objects.first().map(|o| o.cpuset.clone()).unwrap_or_default()
     }
 
-    /// Re-reads the state of every InfiniBand port (`Port<N>State` of the OpenFabrics OS
-    /// devices) from `<sys_root>/class/infiniband/<dev>/ports/<N>/state`, the file hwloc read
-    /// them from (hwloc keeps its first digit: `4: ACTIVE` gives `4`). A topology discovered
-    /// earlier (slurmd's cache) may predate a link coming up; everything else it holds does
-    /// not change while the node runs. A file that cannot be read leaves the value as it was.
-    /// Returns how many values changed.
-    pub fn refresh_ib_port_states(&mut self, sys_root: &std::path::Path) -> usize {
-        let mut changed = 0;
-        let osdevs =
-            self.pci.iter_mut().flat_map(|f| f.osdevs.iter_mut()).chain(self.loose.iter_mut().map(|l| &mut l.osdev));
-        for osdev in osdevs.filter(|o| o.osdev_type == "OpenFabrics") {
-            let dir = sys_root.join("class/infiniband").join(&osdev.name).join("ports");
-            for (key, value) in osdev.infos.iter_mut() {
-                let Some(port) = key.strip_prefix("Port").and_then(|k| k.strip_suffix("State")) else { continue };
-                if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
-                    continue;
-                }
-                let Ok(text) = std::fs::read_to_string(dir.join(port).join("state")) else { continue };
-                let Some(digit) = text.trim_start().chars().next().filter(char::is_ascii_digit) else { continue };
-                if *value != digit.to_string() {
-                    *value = digit.to_string();
-                    changed += 1;
-                }
-            }
-        }
-        changed
-    }
-
     /// Indexes of `index` and its tree ancestors, nearest first (NUMA nodes are skipped as
     /// ancestors but returned when `index` itself is one).
     pub fn ancestors(&self, index: usize) -> Vec<usize> {
@@ -195,55 +167,5 @@ impl Topology {
             }
         }
         out
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    fn hca(name: &str, infos: &[(&str, &str)]) -> OsDevice {
-        OsDevice {
-            name: name.into(),
-            osdev_type: "OpenFabrics".into(),
-            subtype: None,
-            infos: infos.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        }
-    }
-
-    #[test]
-    fn ib_port_states_are_reread_from_sysfs() {
-        let root = std::env::temp_dir().join(format!("mbd-ibports-{}", std::process::id()));
-        let ports = root.join("class/infiniband/mlx5_0/ports");
-        std::fs::create_dir_all(ports.join("1")).unwrap();
-        std::fs::create_dir_all(ports.join("2")).unwrap();
-        std::fs::write(ports.join("1/state"), "4: ACTIVE\n").unwrap();
-        std::fs::write(ports.join("2/state"), "1: DOWN\n").unwrap();
-        let mut topo = Topology {
-            pci: vec![PciFunction {
-                busid: "0000:18:00.0".parse().unwrap(),
-                vendor_id: 0x15b3,
-                device_id: 0x101b,
-                class_id: 0x0207,
-                locality: 0,
-                osdevs: vec![
-                    hca("mlx5_0", &[("NodeGUID", "x"), ("Port1State", "1"), ("Port2State", "4"), ("Port3State", "4")]),
-                    OsDevice { name: "ib0".into(), osdev_type: "Network".into(), subtype: None, infos: vec![] },
-                ],
-            }],
-            loose: vec![LooseOsDevice { osdev: hca("mlx5_9", &[("Port1State", "1")]), locality: 0 }],
-            ..Topology::default()
-        };
-        assert_eq!(topo.refresh_ib_port_states(&root), 2);
-        let infos = &topo.pci[0].osdevs[0].infos;
-        assert_eq!(topo.pci[0].osdevs[0].info("Port1State"), Some("4"));
-        assert_eq!(topo.pci[0].osdevs[0].info("Port2State"), Some("1"));
-        // No file (port 3, mlx5_9): left as discovered.
-        assert_eq!(topo.pci[0].osdevs[0].info("Port3State"), Some("4"));
-        assert_eq!(topo.loose[0].osdev.info("Port1State"), Some("1"));
-        assert_eq!(infos[0], ("NodeGUID".to_string(), "x".to_string()));
-        assert_eq!(topo.refresh_ib_port_states(&root), 0);
-        std::fs::remove_dir_all(&root).unwrap();
     }
 }

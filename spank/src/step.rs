@@ -161,7 +161,7 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     if cached {
         if let Some(sys) = &options.sys_root {
             // The cache is as old as slurmd; an InfiniBand link may have come up since.
-            let changed = topology.refresh_ib_port_states(sys);
+            let changed = map_by_device::driver_ids::refresh_ib_port_states(&mut topology, sys);
             if changed > 0 {
                 log.notes.push(format!("{changed} InfiniBand port states changed since slurmd cached the topology"));
             }
