@@ -27,7 +27,7 @@ e2e_build_plugin
 e2e_init
 trap e2e_cleanup EXIT
 cluster_start affinity
-set_plugstack "topology=$ROOT/topologies/e2e-2gpu.xml"
+set_plugstack "topology=$E2E_TOPO/e2e-2gpu.xml"
 
 PROBE=$E2E_DIR/work/show.sh
 printf '%s\n' '#!/bin/bash' \

@@ -145,40 +145,13 @@ pub struct CheckInput<'a> {
     pub cache: Option<CacheProbe>,
 }
 
-/// One path as `lstat` saw it (a symlink is reported as one, not followed).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathFacts {
-    pub kind: PathKind,
-    pub uid: u32,
-    /// The permission bits (`st_mode & 0o7777`).
-    pub mode: u32,
-    pub size: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathKind {
-    File,
-    Dir,
-    Symlink,
-    Other,
-}
-
-/// The topology cache's directory and file on this machine, as the caller found them:
-/// `Ok(None)` is "does not exist", `Err` a failure to look (with the reason).
+/// What the caller found when it read the topology cache on this machine the way a step
+/// does ([`crate::cache::read`]): the description of a cache the steps would use, or why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheProbe {
-    /// `cache_dir` as configured (the caller resolves symlinks before it looks, as the plugin does).
-    pub dir: PathBuf,
-    pub dir_facts: Result<Option<PathFacts>, String>,
-    /// `<cache_dir>/topology.json`; `Ok(None)` when the directory is absent too.
-    pub file_facts: Result<Option<PathFacts>, String>,
-}
-
-impl CacheProbe {
     /// `<cache_dir>/topology.json`.
-    pub fn file(&self) -> PathBuf {
-        self.dir.join(CACHE_FILE_NAME)
-    }
+    pub path: PathBuf,
+    pub outcome: Result<String, crate::cache::Miss>,
 }
 
 /// What [`cache_state`] makes of a [`CacheProbe`].
@@ -189,9 +162,9 @@ pub enum CacheState {
     Absent { path: PathBuf, why: String },
     /// There is one, but the steps will not trust it: the reasons, one each.
     Untrusted { path: PathBuf, reasons: Vec<String> },
-    /// Present, and passes the owner and mode checks (the plugin also requires the running
-    /// slurmd's lock, its own build and this boot, which are not checked here).
-    LooksTrusted { path: PathBuf, size: u64, mode: u32 },
+    /// The steps use it: every test a step makes passed (owner and mode of the directories and
+    /// files, the running slurmd's lock, the plugin build, this boot).
+    Trusted { path: PathBuf, description: String },
 }
 
 /// How a GPU is named to its runtime, or why it cannot be.
@@ -326,8 +299,8 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         )),
         Some(CacheState::Untrusted { path, reasons }) => notes.push(format!(
             "the steps will not use the topology cache {}: {}; they discover the node themselves (about 15 ms per \
-             step). Restart slurmd, which rewrites the file, after making the cache directory root's and mode \
-             0755 if it is not",
+             step). Restart slurmd, which rewrites the file, after making the cache directory and every directory \
+             above it root's and writable only by root (mode 0755) if they are not",
             path.display(),
             reasons.join("; ")
         )),
@@ -370,7 +343,13 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         .devices
         .iter()
         .map(|d| {
-            let (env, warnings) = crate::env::task_env(&[d], &BTreeMap::new(), ze);
+            let (env, warnings) = match crate::env::task_env(&[d], &BTreeMap::new(), ze) {
+                Ok(found) => found,
+                Err(e) => {
+                    problems.push(format!("device {}: {e}", crate::env::shown(&d.name)));
+                    Default::default()
+                }
+            };
             for w in warnings {
                 // The Level Zero model is reported once, above.
                 if !matches!(d.identity, Some(GpuIdentity::LevelZero { .. })) && !notes.contains(&w) {
@@ -465,58 +444,14 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
     report
 }
 
-/// Judges the cache file the way the steps do, as far as owner and mode go: the cache
-/// directory must be a directory owned by root and not writable by group or others, and the
-/// file a regular file (not a symlink) owned by root and not writable by group or others.
-/// Pure; the plugin additionally checks every parent directory, that the slurmd which wrote
-/// the file still holds its lock, and that it was written by the loaded plugin file on this
-/// boot (`spank/src/cache.rs`).
+/// What a [`CacheProbe`] means for the steps. Pure: the caller ran the steps' own reader.
 pub fn cache_state(probe: &CacheProbe) -> CacheState {
-    let path = probe.file();
-    let dir = probe.dir.display();
-    let mut reasons = Vec::new();
-    match &probe.dir_facts {
-        Ok(None) => return CacheState::Absent { path, why: format!("no directory {dir}") },
-        Err(e) => reasons.push(format!("cannot examine the cache directory {dir}: {e}")),
-        Ok(Some(d)) => {
-            if d.kind != PathKind::Dir {
-                reasons.push(format!("the cache directory {dir} is not a directory"));
-            }
-            if d.uid != 0 {
-                reasons.push(format!("the cache directory {dir} is owned by uid {}, not root", d.uid));
-            }
-            if d.mode & 0o022 != 0 {
-                reasons.push(format!(
-                    "the cache directory {dir} is writable by group or others (mode {:04o})",
-                    d.mode & 0o7777
-                ));
-            }
-        }
+    let path = probe.path.clone();
+    match &probe.outcome {
+        Ok(description) => CacheState::Trusted { path, description: description.clone() },
+        Err(crate::cache::Miss::Absent(why)) => CacheState::Absent { path, why: why.clone() },
+        Err(crate::cache::Miss::Rejected(why)) => CacheState::Untrusted { path, reasons: vec![why.clone()] },
     }
-    match &probe.file_facts {
-        Ok(None) if reasons.is_empty() => {
-            return CacheState::Absent { path: path.clone(), why: format!("no file {}", path.display()) }
-        }
-        Ok(None) => {}
-        Err(e) => reasons.push(format!("cannot examine the file: {e}")),
-        Ok(Some(f)) => {
-            match f.kind {
-                PathKind::File => {}
-                PathKind::Symlink => reasons.push("the file is a symbolic link (not followed)".to_string()),
-                _ => reasons.push("the file is not a regular file".to_string()),
-            }
-            if f.uid != 0 {
-                reasons.push(format!("the file is owned by uid {}, not root", f.uid));
-            }
-            if f.mode & 0o022 != 0 {
-                reasons.push(format!("the file is writable by group or others (mode {:04o})", f.mode & 0o7777));
-            }
-            if reasons.is_empty() {
-                return CacheState::LooksTrusted { path, size: f.size, mode: f.mode & 0o7777 };
-            }
-        }
-    }
-    CacheState::Untrusted { path, reasons }
 }
 
 /// How `d` is named, or the refusal a job mapping it alone would get (the engine's words).
@@ -702,14 +637,8 @@ fn render(r: &CheckReport, input: &CheckInput<'_>) -> String {
                                 path.display()
                             );
                         }
-                        Some(CacheState::LooksTrusted { path, size, mode }) => {
-                            let _ = writeln!(
-                                out,
-                                "  topology cache {}: present ({size} bytes, root's, mode {mode:04o}); the steps also \
-                                 require that the slurmd which wrote it still runs, this plugin build and this boot \
-                                 (not checked here)",
-                                path.display()
-                            );
+                        Some(CacheState::Trusted { description, .. }) => {
+                            let _ = writeln!(out, "  topology cache: used by the steps: {description}");
                         }
                     }
                 }
@@ -817,46 +746,26 @@ mod tests {
         assert!(r.text.contains("Ready: no, 1 problem:"), "{}", r.text);
     }
 
-    fn facts(kind: PathKind, uid: u32, mode: u32) -> Option<PathFacts> {
-        Some(PathFacts { kind, uid, mode, size: 1665 })
-    }
-
-    fn probe(dir: Option<PathFacts>, file: Option<PathFacts>) -> CacheProbe {
-        CacheProbe { dir: "/run/map-by-device".into(), dir_facts: Ok(dir), file_facts: Ok(file) }
+    fn probe(outcome: Result<&str, crate::cache::Miss>) -> CacheProbe {
+        CacheProbe { path: "/run/map-by-device/topology.json".into(), outcome: outcome.map(str::to_string) }
     }
 
     #[test]
-    fn cache_owner_and_mode_as_the_steps_check_them() {
-        let good_dir = facts(PathKind::Dir, 0, 0o755);
+    fn the_cache_is_judged_by_the_steps_own_reader() {
+        use crate::cache::Miss;
         let path = PathBuf::from("/run/map-by-device/topology.json");
         assert_eq!(
-            cache_state(&probe(good_dir.clone(), facts(PathKind::File, 0, 0o644))),
-            CacheState::LooksTrusted { path: path.clone(), size: 1665, mode: 0o644 }
+            cache_state(&probe(Ok("slurmd's cache"))),
+            CacheState::Trusted { path: path.clone(), description: "slurmd's cache".into() }
         );
-        assert!(
-            matches!(cache_state(&probe(None, None)), CacheState::Absent { why, .. } if why.contains("no directory"))
+        assert_eq!(
+            cache_state(&probe(Err(Miss::Absent("no cache file".into())))),
+            CacheState::Absent { path: path.clone(), why: "no cache file".into() }
         );
-        assert!(
-            matches!(cache_state(&probe(good_dir.clone(), None)), CacheState::Absent { why, .. } if why.contains("no file"))
+        assert_eq!(
+            cache_state(&probe(Err(Miss::Rejected("mode 0666".into())))),
+            CacheState::Untrusted { path, reasons: vec!["mode 0666".into()] }
         );
-
-        let reasons = |p: CacheProbe| match cache_state(&p) {
-            CacheState::Untrusted { reasons, .. } => reasons.join("; "),
-            other => panic!("expected untrusted, got {other:?}"),
-        };
-        let r = reasons(probe(good_dir.clone(), facts(PathKind::File, 1000, 0o666)));
-        assert!(
-            r.contains("owned by uid 1000, not root") && r.contains("writable by group or others (mode 0666)"),
-            "{r}"
-        );
-        assert!(reasons(probe(good_dir.clone(), facts(PathKind::Symlink, 0, 0o777))).contains("symbolic link"));
-        assert!(reasons(probe(good_dir, facts(PathKind::Dir, 0, 0o755))).contains("not a regular file"));
-        // The directory itself may not be writable by others, even sticky; a missing file
-        // under a bad directory is still reported as the directory's fault.
-        let r = reasons(probe(facts(PathKind::Dir, 0, 0o1777), None));
-        assert!(r.contains("the cache directory /run/map-by-device is writable by group or others (mode 1777)"), "{r}");
-        assert!(reasons(probe(facts(PathKind::Dir, 65534, 0o755), None)).contains("uid 65534"));
-        assert!(reasons(probe(facts(PathKind::File, 0, 0o644), None)).contains("not a directory"));
     }
 
     #[test]
@@ -866,7 +775,7 @@ mod tests {
             topology_source: "this machine".into(),
             setup: Setup::Configured { entries: vec![], origin: "config file c".into(), config: Ok(Config::default()) },
             problems: vec![],
-            cache: Some(probe(facts(PathKind::Dir, 0, 0o777), facts(PathKind::File, 0, 0o666))),
+            cache: Some(probe(Err(crate::cache::Miss::Rejected("the directory is writable by others".into())))),
         };
         let r = check(&input);
         assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);

@@ -48,7 +48,14 @@ pub struct Config {
     /// `SLURM_STEP_GPUS` has no GPU here and a GPU mapping is refused (file only; `None` =
     /// false: a step without it maps over every GPU of the node, right where GPUs are not GRES).
     pub require_step_gpus: Option<bool>,
+    /// How long live discovery may take, in seconds, before it is abandoned (file only; `None`
+    /// = [`DEFAULT_DISCOVERY_TIMEOUT`]). See [`Config::discovery_timeout`].
+    pub discovery_timeout: Option<u32>,
 }
+
+/// How long live discovery may take when the config file says nothing: hwloc needs about
+/// 10-30 ms on these nodes and a few seconds where CUDA initialises many GPUs.
+pub const DEFAULT_DISCOVERY_TIMEOUT: u32 = 30;
 
 /// The directory of the per-node topology cache when the config file names none: root's,
 /// on a tmpfs that a reboot clears.
@@ -84,12 +91,14 @@ pub enum ConfigError {
     },
     #[error("{key} path {path:?} in {origin} is not absolute: give a full path such as {example}")]
     RelativePath { origin: String, key: &'static str, path: PathBuf, example: &'static str },
-    #[error("cannot read config file {path:?} (named by config= in plugstack.conf): {source}; fix the path or create the file")]
+    #[error("cannot read config file {path:?} (named by config= in plugstack.conf): {source}")]
     ReadFile {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: crate::trusted_fs::TrustError,
     },
+    #[error("discovery_timeout = {value} in config file {path:?}: expected a whole number of seconds from 1 to 3600")]
+    BadTimeout { path: PathBuf, value: String },
     #[error("config file {path:?} is not valid TOML (line {line}): {message}")]
     Toml { path: PathBuf, line: usize, message: String },
     #[error("unknown key {key:?} in config file {path:?}: expected one of {expected}")]
@@ -101,8 +110,20 @@ pub enum ConfigError {
 }
 
 /// The keys a config file may hold, in the order they are listed to users.
-const FILE_KEYS: [&str; 8] =
-    ["default", "topology", "proc_root", "sys_root", "ze_hierarchy", "cache_dir", "cache", "require_step_gpus"];
+const FILE_KEYS: [&str; 9] = [
+    "default",
+    "topology",
+    "proc_root",
+    "sys_root",
+    "ze_hierarchy",
+    "cache_dir",
+    "cache",
+    "require_step_gpus",
+    "discovery_timeout",
+];
+
+/// The largest config file read (real ones are a few hundred bytes).
+const MAX_FILE_BYTES: u64 = 1 << 20;
 
 impl Config {
     /// The node options these settings give. Driver files (GPU identities, InfiniBand port
@@ -120,8 +141,18 @@ impl Config {
     }
 
     /// Reads the plugstack.conf arguments (`default=SPEC`, `topology=PATH`, `config=PATH`),
-    /// then the `config=` file if any; the arguments override the file.
+    /// then the `config=` file if any; the arguments override the file. The file is read as
+    /// root may trust it (root's, in directories only root can write: see
+    /// [`crate::trusted_fs`]), since it names what root reads.
     pub fn from_plugin_args(args: &[String]) -> Result<Config, ConfigError> {
+        Self::from_plugin_args_reading(args, Config::from_file)
+    }
+
+    /// [`Config::from_plugin_args`] with another way of reading the `config=` file (tests).
+    pub fn from_plugin_args_reading(
+        args: &[String],
+        read: impl FnOnce(&Path) -> Result<Config, ConfigError>,
+    ) -> Result<Config, ConfigError> {
         let mut default: Option<String> = None;
         let mut topology: Option<String> = None;
         let mut file: Option<String> = None;
@@ -147,7 +178,7 @@ impl Config {
         let mut config = match &file {
             Some(path) => {
                 let path = absolute("config", PathBuf::from(path), "plugstack.conf", "/etc/slurm/map-by-device.toml")?;
-                Config::from_file(&path)?
+                read(&path)?
             }
             None => Config::default(),
         };
@@ -161,11 +192,11 @@ impl Config {
         Ok(config)
     }
 
-    /// Reads a config file (TOML, every key optional).
+    /// Reads a config file (TOML, every key optional) that root may trust.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
+        let bytes = crate::trusted_fs::read_file(path, MAX_FILE_BYTES)
             .map_err(|source| ConfigError::ReadFile { path: path.to_path_buf(), source })?;
-        Config::from_toml(&text, path)
+        Config::from_toml(&String::from_utf8_lossy(&bytes), path)
     }
 
     /// Parses a config file's text; `path` is only used in messages.
@@ -185,6 +216,13 @@ impl Config {
                     expected: FILE_KEYS.join(", "),
                 });
             };
+            if key == "discovery_timeout" {
+                let bad = || ConfigError::BadTimeout { path: path.to_path_buf(), value: value.to_string() };
+                let n = value.as_integer().ok_or_else(bad)?;
+                config.discovery_timeout =
+                    Some(u32::try_from(n).ok().filter(|n| (1..=3600).contains(n)).ok_or_else(bad)?);
+                continue;
+            }
             if key == "cache" || key == "require_step_gpus" {
                 let flag = value.as_bool().ok_or_else(|| ConfigError::WrongType {
                     path: path.to_path_buf(),
@@ -232,6 +270,11 @@ impl Config {
         Some(self.cache_dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE_DIR)))
     }
 
+    /// How long live discovery may take before it is abandoned.
+    pub fn discovery_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(self.discovery_timeout.unwrap_or(DEFAULT_DISCOVERY_TIMEOUT)))
+    }
+
     /// The parsed default spec, if any (`default` was validated when it was read).
     pub fn default_spec(&self) -> Option<Spec> {
         self.default.as_deref().and_then(|t| Spec::parse(t).ok())
@@ -263,8 +306,20 @@ mod tests {
         list.iter().map(|s| s.to_string()).collect()
     }
 
+    /// Reads the arguments with the config file read plainly: the test files live in /tmp,
+    /// which the trusted read refuses (tested on its own below).
+    fn parse(list: &[String]) -> Result<Config, ConfigError> {
+        Config::from_plugin_args_reading(list, |p| {
+            let text = std::fs::read_to_string(p).map_err(|source| ConfigError::ReadFile {
+                path: p.to_path_buf(),
+                source: crate::trusted_fs::TrustError::Io { op: "read", path: p.to_path_buf(), source },
+            })?;
+            Config::from_toml(&text, p)
+        })
+    }
+
     fn err(list: &[&str]) -> String {
-        let e = Config::from_plugin_args(&args(list)).expect_err("should fail").to_string();
+        let e = parse(&args(list)).expect_err("should fail").to_string();
         assert!(!e.contains('\n'), "one line: {e}");
         e
     }
@@ -303,6 +358,7 @@ mod tests {
         assert_eq!(c.topology.as_deref(), Some(Path::new("/etc/slurm/t.xml")));
         assert_eq!(c.default_spec().unwrap().to_string(), "gpu:verbose");
         assert!(Config::from_plugin_args(&args(&["default=none"])).unwrap().default_spec().unwrap().is_none());
+        assert_eq!(Config::default().discovery_timeout().as_secs(), u64::from(DEFAULT_DISCOVERY_TIMEOUT));
     }
 
     #[test]
@@ -333,9 +389,9 @@ mod tests {
             "keys",
             "default = \"network\"\ntopology = \"/etc/a.xml\"\nproc_root = \"/host/proc\"\n\
              sys_root = \"/host/sys\"\nze_hierarchy = \"flat\"\ncache_dir = \"/run/mbd\"\ncache = false\n\
-             require_step_gpus = true\n",
+             require_step_gpus = true\ndiscovery_timeout = 5\n",
         );
-        let c = Config::from_plugin_args(&[f.arg()]).unwrap();
+        let c = parse(&[f.arg()]).unwrap();
         assert_eq!(
             c,
             Config {
@@ -347,14 +403,30 @@ mod tests {
                 cache_dir: Some("/run/mbd".into()),
                 cache: Some(false),
                 require_step_gpus: Some(true),
+                discovery_timeout: Some(5),
             }
         );
         // The plugstack line wins over the file, whatever the order of the arguments.
         let arg = f.arg();
-        let c = Config::from_plugin_args(&args(&["default=gpu", arg.as_str(), "topology=/etc/b.xml"])).unwrap();
+        let c = parse(&args(&["default=gpu", arg.as_str(), "topology=/etc/b.xml"])).unwrap();
         assert_eq!(c.default.as_deref(), Some("gpu"));
         assert_eq!(c.topology.as_deref(), Some(Path::new("/etc/b.xml")));
         assert_eq!(c.proc_root.as_deref(), Some(Path::new("/host/proc")));
+    }
+
+    #[test]
+    fn the_plugin_reads_only_a_config_file_root_can_trust() {
+        // A file under /tmp (world-writable, sticky): someone else could have put it there.
+        let f = TempFile::new("untrusted", "default = \"gpu\"\n");
+        let e = Config::from_plugin_args(&[f.arg()]).unwrap_err().to_string();
+        assert!(e.contains("a parent directory /tmp is writable by group or others (mode 1777)"), "{e}");
+        assert!(e.contains(&f.0.display().to_string()) && !e.contains('\n'), "{e}");
+        let Some(dir) = crate::test_support::trusted_scratch("config-trusted") else { return };
+        let path = dir.join("map-by-device.toml");
+        std::fs::write(&path, "default = \"gpu\"\ndiscovery_timeout = 7\n").unwrap();
+        let c = Config::from_plugin_args(&[format!("config={}", path.display())]).unwrap();
+        assert_eq!((c.default.as_deref(), c.discovery_timeout().as_secs()), (Some("gpu"), 7));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -381,6 +453,8 @@ mod tests {
             ("cache", "cache = \"no\"\n", vec!["cache", "true or false", "string \"no\""]),
             ("require", "require_step_gpus = 1\n", vec!["require_step_gpus", "true or false", "integer 1"]),
             ("cache_dir", "cache_dir = \"run/x\"\n", vec!["cache_dir", "not absolute"]),
+            ("timeout", "discovery_timeout = 0\n", vec!["discovery_timeout = 0", "1 to 3600"]),
+            ("timeout_type", "discovery_timeout = \"5\"\n", vec!["discovery_timeout", "1 to 3600"]),
             ("syntax", "default = \"gpu\"\ntopology = \n", vec!["not valid TOML", "line 2"]),
         ];
         for (name, text, needles) in cases {

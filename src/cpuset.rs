@@ -46,6 +46,24 @@ impl CpuSet {
         self.words[w] |= 1 << b;
     }
 
+    /// Adds `lo..=hi` a word at a time, so that a wide range (`0-1048576`) costs what its
+    /// bitmap costs rather than one insert per CPU.
+    pub fn insert_range(&mut self, lo: u32, hi: u32) {
+        if lo > hi {
+            return;
+        }
+        let (first, last) = ((lo / 64) as usize, (hi / 64) as usize);
+        if self.words.len() <= last {
+            self.words.resize(last + 1, 0);
+        }
+        for w in first..=last {
+            let low_bit = if w == first { lo % 64 } else { 0 };
+            let high_bit = if w == last { hi % 64 } else { 63 };
+            let mask = (u64::MAX >> (63 - high_bit)) & (u64::MAX << low_bit);
+            self.words[w] |= mask;
+        }
+    }
+
     pub fn contains(&self, cpu: u32) -> bool {
         let (w, b) = ((cpu / 64) as usize, cpu % 64);
         self.words.get(w).is_some_and(|word| word & (1 << b) != 0)
@@ -136,9 +154,7 @@ impl CpuSet {
             if lo > hi {
                 return Err(err(format!("range {part:?} runs backwards")));
             }
-            for cpu in lo..=hi {
-                set.insert(cpu);
-            }
+            set.insert_range(lo, hi);
         }
         Ok(set)
     }
@@ -259,7 +275,27 @@ mod tests {
         assert!(serde_json::from_str::<CpuSet>("\"3-1\"").is_err());
     }
 
+    #[test]
+    fn wide_ranges_are_cheap_and_exact() {
+        let s = CpuSet::parse_list("63-65,128-191,1048576").unwrap();
+        assert_eq!(s.len(), 3 + 64 + 1);
+        assert_eq!(s.to_list(), "63-65,128-191,1048576");
+        let mut t = CpuSet::new();
+        t.insert_range(5, 5);
+        assert_eq!(t, CpuSet::single(5));
+        t.insert_range(9, 3);
+        assert_eq!(t, CpuSet::single(5));
+    }
+
     proptest! {
+        #[test]
+        fn ranges_match_single_inserts(lo in 0u32..700, len in 0u32..300) {
+            let mut a = CpuSet::new();
+            a.insert_range(lo, lo + len);
+            let b: CpuSet = (lo..=lo + len).collect();
+            prop_assert_eq!(a, b);
+        }
+
         #[test]
         fn list_round_trips(cpus in proptest::collection::btree_set(0u32..600, 0..80)) {
             let s: CpuSet = cpus.iter().copied().collect();

@@ -9,12 +9,92 @@
 use crate::device::{Device, DeviceClass, GpuIdentity, Vendor, ZeHierarchy};
 use std::collections::BTreeMap;
 
-/// One variable: its name and the rule that computes it from a task's devices.
+/// One variable: its name, the rule that computes it from a task's devices, and the grammar
+/// its value must have (`docs/variables.md`). A value outside the grammar — a topology file or
+/// driver file that put a newline, `=` or an escape sequence into a name — is never written:
+/// the task's plan is refused instead ([`InvalidValue`]).
 pub struct VendorVariable {
     pub name: &'static str,
     /// Who reads it, for docs and `--help`.
     pub reader: &'static str,
     value: fn(&[&Device]) -> Option<String>,
+    valid: fn(&str) -> bool,
+}
+
+/// A value a variable's grammar does not allow, with a printable excerpt of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable} would be {shown}, which is not a value {variable} takes (a topology or driver file gave a device a malformed name or identity); fix that file, or map other devices")]
+pub struct InvalidValue {
+    pub variable: &'static str,
+    pub shown: String,
+}
+
+/// `[A-Za-z0-9_.-]+`: kernel device names (`mlx5_0`, `hfi1_0`, `renderD128`, `nvml0`).
+fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Each comma-separated item passes `item`.
+fn each(value: &str, item: fn(&str) -> bool) -> bool {
+    value.split(',').all(item)
+}
+
+/// `GPU-` then hex groups separated by dashes (NVIDIA's `GPU-8-4-4-4-12`).
+fn valid_cuda(v: &str) -> bool {
+    each(v, |i| i.strip_prefix("GPU-").is_some_and(|u| u.len() <= 64 && u.split('-').all(is_hex)))
+}
+
+/// `GPU-` then 16 hex digits.
+fn valid_rocr(v: &str) -> bool {
+    each(v, |i| i.strip_prefix("GPU-").is_some_and(|u| u.len() == 16 && is_hex(u)))
+}
+
+/// `=name,name`.
+fn valid_nccl(v: &str) -> bool {
+    v.strip_prefix('=').is_some_and(|rest| each(rest, is_name))
+}
+
+/// `name:port,name:port`.
+fn valid_ucx(v: &str) -> bool {
+    each(v, |i| {
+        i.split_once(':').is_some_and(|(n, p)| is_name(n) && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// `name`, or `@(name|name)`.
+fn valid_psm3(v: &str) -> bool {
+    match v.strip_prefix("@(").and_then(|r| r.strip_suffix(')')) {
+        Some(list) => list.split('|').all(is_name),
+        None => is_name(v),
+    }
+}
+
+/// `scheme://` then names, hex GUIDs and MACs joined by `:`; the schemes PMIx uses.
+fn valid_pmix(v: &str) -> bool {
+    each(v, |i| {
+        i.split_once("://").is_some_and(|(scheme, rest)| {
+            ["gpu", "fab", "ipv4", "ipv6", "blk"].contains(&scheme)
+                && rest.len() <= 256
+                && rest.split(':').filter(|p| !p.is_empty()).all(is_name)
+                && !rest.is_empty()
+        })
+    })
+}
+
+/// `0,1.2`: Level Zero ordinals.
+fn valid_ze_mask(v: &str) -> bool {
+    each(v, |i| !i.is_empty() && i.split('.').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
+}
+
+/// A printable excerpt of an untrusted value, for messages (control characters escaped).
+pub fn shown(value: &str) -> String {
+    let head: String = value.chars().take(80).collect();
+    let more = if head.len() < value.len() { "..." } else { "" };
+    format!("{:?}{more}", head)
 }
 
 fn join(items: impl Iterator<Item = String>) -> Option<String> {
@@ -82,12 +162,37 @@ fn pmix(devs: &[&Device]) -> Option<String> {
 #[doc(alias = "PSM3_NIC")]
 #[doc(alias = "PMIX_DEVICE_ID")]
 pub const VARIABLES: [VendorVariable; 6] = [
-    VendorVariable { name: "CUDA_VISIBLE_DEVICES", reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)", value: cuda },
-    VendorVariable { name: "ROCR_VISIBLE_DEVICES", reader: "ROCm ROCr (AMD GPUs, GPU-<16 hex>)", value: rocr },
-    VendorVariable { name: "NCCL_IB_HCA", reader: "NCCL (InfiniBand/RoCE adapters, =name exact match)", value: nccl },
-    VendorVariable { name: "UCX_NET_DEVICES", reader: "UCX (adapter:port, exact match)", value: ucx },
-    VendorVariable { name: "PSM3_NIC", reader: "PSM3 (Intel Omni-Path adapters, by name)", value: psm3 },
-    VendorVariable { name: "PMIX_DEVICE_ID", reader: "PMIx device ids of every assigned device", value: pmix },
+    VendorVariable {
+        name: "CUDA_VISIBLE_DEVICES",
+        reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)",
+        value: cuda,
+        valid: valid_cuda,
+    },
+    VendorVariable {
+        name: "ROCR_VISIBLE_DEVICES",
+        reader: "ROCm ROCr (AMD GPUs, GPU-<16 hex>)",
+        value: rocr,
+        valid: valid_rocr,
+    },
+    VendorVariable {
+        name: "NCCL_IB_HCA",
+        reader: "NCCL (InfiniBand/RoCE adapters, =name exact match)",
+        value: nccl,
+        valid: valid_nccl,
+    },
+    VendorVariable { name: "UCX_NET_DEVICES", reader: "UCX (adapter:port, exact match)", value: ucx, valid: valid_ucx },
+    VendorVariable {
+        name: "PSM3_NIC",
+        reader: "PSM3 (Intel Omni-Path adapters, by name)",
+        value: psm3,
+        valid: valid_psm3,
+    },
+    VendorVariable {
+        name: "PMIX_DEVICE_ID",
+        reader: "PMIx device ids of every assigned device",
+        value: pmix,
+        valid: valid_pmix,
+    },
 ];
 
 pub const ZE_AFFINITY_MASK: &str = "ZE_AFFINITY_MASK";
@@ -102,16 +207,19 @@ pub fn all_names() -> Vec<&'static str> {
 
 /// The variables for a task holding `devs`, given its environment `task_env` and the Level
 /// Zero model in force where the topology was discovered. Returns the variables and any
-/// warnings (one line each).
+/// warnings (one line each), or the first value its variable's grammar refuses.
 pub fn task_env(
     devs: &[&Device],
     task_env: &BTreeMap<String, String>,
     discovery_model: Option<ZeHierarchy>,
-) -> (BTreeMap<String, String>, Vec<String>) {
+) -> Result<(BTreeMap<String, String>, Vec<String>), InvalidValue> {
     let mut out = BTreeMap::new();
     let mut warnings = Vec::new();
     for var in &VARIABLES {
         if let Some(v) = (var.value)(devs) {
+            if !(var.valid)(&v) {
+                return Err(InvalidValue { variable: var.name, shown: shown(&v) });
+            }
             out.insert(var.name.to_string(), v);
         }
     }
@@ -149,15 +257,37 @@ pub fn task_env(
                 model.as_str()
             )),
             (Some(model), wanted) => {
-                out.insert(
-                    ZE_AFFINITY_MASK.into(),
-                    ze.iter().map(|(_, d)| d.to_string()).collect::<Vec<_>>().join(","),
-                );
+                let mask = ze.iter().map(|(_, d)| d.to_string()).collect::<Vec<_>>().join(",");
+                if !valid_ze_mask(&mask) {
+                    return Err(InvalidValue { variable: ZE_AFFINITY_MASK, shown: shown(&mask) });
+                }
+                out.insert(ZE_AFFINITY_MASK.into(), mask);
                 if wanted.is_none() {
                     out.insert(ZE_FLAT_DEVICE_HIERARCHY.into(), model.as_str().into());
                 }
             }
         }
     }
-    (out, warnings)
+    Ok((out, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grammars_take_what_runtimes_take_and_nothing_else() {
+        assert!(valid_cuda("GPU-0e18d434-10b9-d275-6665-5047cb2555fa,GPU-96c8418c"));
+        assert!(!valid_cuda("GPU-0e18d434\nLD_PRELOAD=/tmp/x") && !valid_cuda("0") && !valid_cuda("GPU-"));
+        assert!(valid_rocr("GPU-0123456789abcdef") && !valid_rocr("GPU-0123") && !valid_rocr("GPU-0123456789abcdeg"));
+        assert!(valid_nccl("=mlx5_0,mlx5_1") && !valid_nccl("mlx5_0") && !valid_nccl("=mlx5_0=x"));
+        assert!(valid_ucx("mlx5_0:1,mlx5_1:2") && !valid_ucx("mlx5_0") && !valid_ucx("mlx5_0:1 x"));
+        assert!(valid_psm3("hfi1_0") && valid_psm3("@(hfi1_0|hfi1_1)") && !valid_psm3("hfi1_0;rm"));
+        assert!(valid_pmix("gpu://node07::nvml0,fab://9c63:c003:00fb:7458::9c63:c003:00fb:7458"));
+        assert!(valid_pmix("ipv4://00:11:22:33:44:55,blk://nvme0n1"));
+        assert!(!valid_pmix("gpu://node\u{1b}[2J::nvml0") && !valid_pmix("http://x") && !valid_pmix("gpu://"));
+        assert!(valid_ze_mask("0,1.2") && !valid_ze_mask("0,,1") && !valid_ze_mask("a"));
+        assert_eq!(shown("a\nb"), "\"a\\nb\"");
+        assert!(shown(&"x".repeat(500)).ends_with("\"..."));
+    }
 }

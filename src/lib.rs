@@ -11,6 +11,8 @@
 // Tests may unwrap: a panic there is a failed test, not a crashed slurmstepd.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod bounded;
+pub mod cache;
 pub mod check;
 pub mod config;
 pub mod cpuset;
@@ -23,4 +25,9 @@ pub mod node;
 pub mod plan;
 pub mod report;
 pub mod spec;
+pub mod test_hooks;
 pub mod topology;
+pub mod trusted_fs;
+
+#[cfg(test)]
+mod test_support;

@@ -53,6 +53,7 @@ use std::fs::File;
 use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Why a topology could not be loaded. Each message is one line: what failed, on which
 /// input, and what to do about it.
@@ -90,6 +91,18 @@ pub enum LoadError {
 
     #[error("internal error in the hwloc bindings while loading {input}: {message} (please report it with the input)")]
     Panicked { input: String, message: String },
+
+    #[error("cannot use topology={}: {source}", path.display())]
+    Untrusted { path: PathBuf, source: crate::trusted_fs::TrustError },
+
+    #[error("discovering this machine failed: {message}")]
+    Discovery { message: String },
+
+    #[error(
+        "discovering this machine with hwloc failed: {source}; check the node's hardware and drivers, raise \
+         discovery_timeout in the plugin's config, or set topology= to an XML file"
+    )]
+    Bounded { source: crate::bounded::BoundedError },
 }
 
 /// Loads an `lstopo` XML export (hwloc XML v1 or v2).
@@ -106,6 +119,15 @@ pub fn from_xml_file(path: &Path) -> Result<Topology, LoadError> {
     load_xml(&String::from_utf8_lossy(&bytes), path.display().to_string())
 }
 
+/// Loads an `lstopo` XML export that root reads on the job's behalf (the plugin's
+/// `topology=`): the file and every directory above it must be root's and writable only by
+/// root ([`crate::trusted_fs`]), so that no user can change what the steps are told.
+pub fn from_trusted_xml_file(path: &Path) -> Result<Topology, LoadError> {
+    let bytes = crate::trusted_fs::read_file(path, MAX_XML_BYTES)
+        .map_err(|source| LoadError::Untrusted { path: path.to_path_buf(), source })?;
+    load_xml(&String::from_utf8_lossy(&bytes), path.display().to_string())
+}
+
 /// Real exports are well under 1 MiB; the cap keeps `topology=/dev/zero` from eating memory.
 const MAX_XML_BYTES: u64 = 256 << 20;
 
@@ -114,18 +136,86 @@ pub fn from_xml_str(xml: &str) -> Result<Topology, LoadError> {
     load_xml(xml, format!("<XML text of {} bytes>", xml.len()))
 }
 
-/// Discovers this machine, with its I/O devices. Refuses while the process environment
-/// holds an HWLOC_* variable that could make hwloc describe something else.
-pub fn live() -> Result<Topology, LoadError> {
+/// Discovers this machine, with its I/O devices, in a child process that is killed if it
+/// takes longer than `timeout` (see [`crate::bounded`]). Refuses while the process
+/// environment holds an HWLOC_* variable that could make hwloc describe something else, and
+/// uses only the hwloc components the plugin needs ([`UNNEEDED_COMPONENTS`]).
+pub fn live(timeout: Duration) -> Result<Topology, LoadError> {
+    // Read in the parent: the child of a multi-threaded process must not take the
+    // environment's lock.
     check_environment()?;
+    match crate::bounded::run(timeout, || live_here().map_err(|e| e.to_string())) {
+        Ok(Ok(topology)) => Ok(topology),
+        Ok(Err(message)) => Err(LoadError::Discovery { message }),
+        Err(e) => Err(LoadError::Bounded { source: e }),
+    }
+}
+
+/// The discovery itself, in the calling process (the child of [`live`]).
+fn live_here() -> Result<Topology, LoadError> {
     let input = "this machine".to_string();
     guarded(&input, |input| {
-        let topo = build(builder(input)?, input)?;
+        let mut builder = builder(input)?;
+        for name in UNNEEDED_COMPONENTS {
+            builder = without(builder, name, input)?;
+        }
+        let topo = build(builder, input)?;
         if !topo.is_this_system() {
             return Err(LoadError::NotThisSystem);
         }
         Ok(convert(&topo))
     })
+}
+
+/// hwloc discovery components live discovery never uses: only the OS core (`linux`, with
+/// `x86` and `no_os`), the PCI bus (`pci`) and the GPU backends that name GPUs (`cuda`,
+/// `nvml`, `rsmi`, `levelzero`) may run. `gl` is the reason this list exists: Debian's
+/// libhwloc-plugins ships it, and it connects to X displays `:0` to `:9` (abstract sockets
+/// any local user can bind), so a user who answers never made slurmd hang at its start and
+/// made root parse that user's replies. `opencl` loads every OpenCL ICD on the node and gives
+/// no identity; `xml`, `synthetic` and `fake` describe something other than the machine; the
+/// rest belong to other operating systems. hwloc's API can only blacklist, so the list names
+/// every component hwloc 2.9 to 2.15 have that is not needed (a name this hwloc lacks is
+/// skipped).
+pub const UNNEEDED_COMPONENTS: [&str; 13] = [
+    "gl",
+    "opencl",
+    "xml",
+    "synthetic",
+    "fake",
+    "aix",
+    "bgq",
+    "darwin",
+    "freebsd",
+    "hpux",
+    "netbsd",
+    "solaris",
+    "windows",
+];
+
+/// Blacklists one component; a component this hwloc does not have (EINVAL) is fine.
+fn without(builder: TopologyBuilder, name: &str, input: &str) -> Result<TopologyBuilder, LoadError> {
+    // hwlocality consumes the builder even when hwloc refuses the name, so ask on a probe
+    // first: hwloc answers EINVAL for a name it does not know.
+    if !component_exists(name) {
+        return Ok(builder);
+    }
+    builder.without_component(name).map_err(|e| LoadError::Hwloc {
+        input: input.to_string(),
+        step: "leave out an unneeded discovery component",
+        detail: format!("{name}: {e}"),
+    })
+}
+
+/// Whether this hwloc has discovery component `name` (built in, or a plugin it loaded).
+pub fn has_component(name: &str) -> bool {
+    component_exists(name)
+}
+
+/// Whether this hwloc knows discovery component `name` (blacklisting it on a throwaway
+/// builder succeeds).
+fn component_exists(name: &str) -> bool {
+    hwlocality::Topology::builder().without_component(name).is_ok()
 }
 
 /// HWLOC_* variables that only change hwloc's diagnostics on stderr.

@@ -37,6 +37,42 @@ pub struct StepFacts {
     pub step_gpus: Option<Vec<u32>>,
 }
 
+/// The longest `SLURM_STEP_GPUS` text read: Slurm writes a few bytes per GPU.
+pub const MAX_STEP_GPUS_TEXT: usize = 4096;
+
+/// The largest GPU index accepted from Slurm (no node has this many GPUs).
+pub const MAX_GPU_INDEX: u32 = 4095;
+
+/// A `SLURM_STEP_GPUS` that is not a GPU index list Slurm would write. Keeps a short,
+/// printable excerpt of the text (it may be huge or hold control characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("SLURM_STEP_GPUS={shown} is not a GPU index list as Slurm writes it ({why}), so the GPUs Slurm gave the step are unknown; ask your administrator to check the node's GRES")]
+pub struct StepGpusError {
+    pub shown: String,
+    pub why: String,
+}
+
+/// Reads Slurm's step GPU list (`0,1` or `0-1`), refusing anything Slurm would not write:
+/// over [`MAX_STEP_GPUS_TEXT`] bytes, an index above [`MAX_GPU_INDEX`], or not a list. Cheap
+/// whatever the input (the value reaches root's process from the job where Slurm does not
+/// set it).
+pub fn parse_step_gpus(text: &str) -> Result<Vec<u32>, StepGpusError> {
+    let shown = || {
+        let head: String = text.chars().take(40).collect();
+        let more = if head.len() < text.len() { format!("... ({} bytes)", text.len()) } else { String::new() };
+        format!("{:?}{more}", head)
+    };
+    let fail = |why: String| StepGpusError { shown: shown(), why };
+    if text.len() > MAX_STEP_GPUS_TEXT {
+        return Err(fail(format!("longer than {MAX_STEP_GPUS_TEXT} bytes")));
+    }
+    let set = CpuSet::parse_list(text.trim()).map_err(|e| fail(e.reason))?;
+    match set.iter().last() {
+        Some(last) if last > MAX_GPU_INDEX => Err(fail(format!("index {last} is above {MAX_GPU_INDEX}"))),
+        _ => Ok(set.iter().collect()),
+    }
+}
+
 /// One task's assignment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskPlan {
@@ -80,6 +116,8 @@ pub enum PlanError {
     StepGpuOutOfRange { index: u32, have: usize, host: String },
     #[error("tasks {first} and {second} are both closest to {device}: add :shared to let them share it, or bind the tasks apart")]
     ClosestCollision { first: u32, second: u32, device: String },
+    #[error("device {devices} cannot be named: {source}")]
+    InvalidValue { devices: String, source: crate::env::InvalidValue },
 }
 
 /// Computes the plan. Pure: no I/O, no Slurm, no hwloc.
@@ -137,7 +175,11 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
         let (env, warnings) = env_cache
             .entry(devs.clone())
             .or_insert_with(|| crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy))
-            .clone();
+            .clone()
+            .map_err(|source| PlanError::InvalidValue {
+                devices: refs.iter().map(|d| crate::env::shown(&d.name)).collect::<Vec<_>>().join(", "),
+                source,
+            })?;
         for w in warnings {
             let line = format!("task {t}: {w}");
             if !plan.warnings.contains(&line) {

@@ -7,14 +7,24 @@ use crate::node::Node;
 use crate::plan::{Plan, TaskPlan};
 use serde_json::{json, Map, Value};
 
-/// `0000:06:00.0 cuda0 GPU-46f7...` — how a device is named in one-line reports.
+/// `0000:06:00.0 cuda0 GPU-46f7...` — how a device is named in one-line reports. Names and
+/// identities come from topology and driver files: anything but printable ASCII is escaped,
+/// so that a crafted file cannot add lines to slurmd.log or a user's terminal.
 pub fn device_label(d: &Device) -> String {
-    let mut s = format!("{} {}", d.busid_text(), d.name);
+    let mut s = format!("{} {}", d.busid_text(), printable(&d.name));
     if let Some(id) = &d.identity {
         s.push(' ');
-        s.push_str(&id.display_id());
+        s.push_str(&printable(&id.display_id()));
     }
     s
+}
+
+/// `text` with every character outside printable ASCII escaped (`\n`, `\u{1b}`).
+pub fn printable(text: &str) -> String {
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return text.to_string();
+    }
+    text.chars().flat_map(|c| if (' '..='~').contains(&c) { vec![c] } else { c.escape_default().collect() }).collect()
 }
 
 /// The CPU list of a task, or `unchanged` when the plan leaves its mask alone.
@@ -53,7 +63,7 @@ pub fn task_line(node: &Node, task: &TaskPlan) -> String {
     format!(
         "task {} on {}: {}; cpus {}; {}",
         task.task,
-        node.hostname(),
+        printable(node.hostname()),
         devices_text(node, task),
         cpus_text(task),
         env_text(task)

@@ -64,15 +64,25 @@ fn set(words: &[&'static str]) -> BTreeSet<&'static str> {
     words.iter().copied().collect()
 }
 
-/// A fresh temporary directory, removed on drop.
+/// A fresh temporary directory, removed on drop (see [`TempDir::trusted`]).
 struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("mbd-cli-{}-{name}", std::process::id()));
+    /// A directory whose files the plugin (and so `check`) would read as config files and
+    /// cache directories: root's, under directories only root can write (below the
+    /// crate's target directory). `None`, with a line saying so, where that cannot be had
+    /// (not root, or a checkout under a directory others can write).
+    fn trusted(name: &str) -> Option<TempDir> {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mbd-cli-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
+        match map_by_device::trusted_fs::TrustedDir::open_or_create(&dir, 0o755) {
+            Ok(_) => Some(TempDir(dir)),
+            Err(e) => {
+                println!("skipped: config files the plugin would trust cannot be made here ({e})");
+                let _ = std::fs::remove_dir_all(&dir);
+                None
+            }
+        }
     }
     fn file(&self, name: &str, text: &str) -> String {
         let path = self.0.join(name);
@@ -305,7 +315,7 @@ fn check_names_gpus_and_their_source() {
 
 #[test]
 fn check_with_a_config_file() {
-    let dir = TempDir::new("config");
+    let Some(dir) = TempDir::trusted("config") else { return };
     let turin = topo("turin-h200.xml");
 
     // A default that maps: shown for one task.
@@ -358,7 +368,7 @@ fn check_with_a_config_file() {
 
 #[test]
 fn check_reads_plugstack_lines_and_includes() {
-    let dir = TempDir::new("plugstack");
+    let Some(dir) = TempDir::trusted("plugstack") else { return };
     let turin = topo("turin-h200.xml");
     let plugin = dir.file("lib/map_by_device.so", "not really a plugin");
 
@@ -410,7 +420,7 @@ fn check_reads_plugstack_lines_and_includes() {
 
 #[test]
 fn check_reports_cache_and_step_gpu_settings() {
-    let dir = TempDir::new("settings");
+    let Some(dir) = TempDir::trusted("settings") else { return };
     let turin = topo("turin-h200.xml");
 
     // Defaults: the cache on in /run/map-by-device, require_step_gpus off, and a note on a GPU
@@ -464,14 +474,14 @@ fn check_reports_cache_and_step_gpu_settings() {
 #[test]
 fn check_looks_at_this_machines_cache_file() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = TempDir::new("cache");
+    let Some(dir) = TempDir::trusted("cache") else { return };
     let cache_dir = dir.0.join("run");
     let c = dir.file("c.toml", &format!("cache_dir = \"{}\"\n", cache_dir.display()));
     let file = cache_dir.join("topology.json");
     let shown = format!("topology cache {}: ", file.display());
     let chmod = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-    // No --topology: this machine, and its cache. Whatever the machine, the cache never
-    // changes the verdict (the steps only get slower without it).
+    // No --topology: this machine, and its cache, read as a step reads it. Whatever the
+    // machine, the cache never changes the verdict (the steps only get slower without it).
     let check = || {
         let o = run(&["check", "--config", &c]);
         assert!(o.status.code() == Some(0) || o.status.code() == Some(1), "{}{}", stdout(&o), stderr(&o));
@@ -481,46 +491,39 @@ fn check_looks_at_this_machines_cache_file() {
     let (out, absent_code) = check();
     assert!(out.contains(&format!("    cache_dir         {}\n", cache_dir.display())), "{out}");
     assert!(out.contains(&format!("{shown}absent (see the notes)")), "{out}");
-    assert!(out.contains(&format!("no topology cache (no directory {})", cache_dir.display())), "{out}");
+    assert!(out.contains(&format!("no topology cache (no cache directory {})", cache_dir.display())), "{out}");
 
-    std::fs::create_dir(&cache_dir).unwrap();
-    chmod(&cache_dir, 0o755);
-    let (out, _) = check();
-    assert!(out.contains(&format!("no topology cache (no file {})", file.display())), "{out}");
+    // What slurmd writes, with its lock held (by this test process, as root).
+    let topology = map_by_device::load::from_xml_file(Path::new(&topo("e2e-2gpu.xml"))).unwrap();
+    let written = map_by_device::cache::write(&cache_dir, "test", || Ok(topology)).unwrap();
+    let (out, code) = check();
+    assert_eq!(code, absent_code, "{out}");
+    assert!(out.contains("topology cache: used by the steps: slurmd's cache"), "{out}");
+    assert!(!out.contains("no topology cache") && !out.contains("will not use the topology cache"), "{out}");
 
-    std::fs::write(&file, b"{}").unwrap();
     chmod(&file, 0o666);
     let (out, code) = check();
     assert_eq!(code, absent_code, "{out}");
     assert!(out.contains(&format!("{shown}not used by the steps (see the notes)")), "{out}");
-    assert!(out.contains("the file is writable by group or others (mode 0666)"), "{out}");
-
+    assert!(out.contains("is writable by group or others (mode 0666)"), "{out}");
     chmod(&file, 0o644);
     chmod(&cache_dir, 0o777);
     let (out, _) = check();
-    assert!(out.contains("is writable by group or others (mode 0777)"), "{out}");
-
+    assert!(out.contains("the directory") && out.contains("is writable by group or others (mode 0777)"), "{out}");
     chmod(&cache_dir, 0o755);
-    let (out, code) = check();
-    assert_eq!(code, absent_code, "{out}");
-    // The effective uid, from /proc (the test crate has no libc).
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"));
-    if root {
-        assert!(out.contains(&format!("{shown}present (2 bytes, root's, mode 0644)")), "{out}");
-        assert!(!out.contains("no topology cache") && !out.contains("will not use the topology cache"), "{out}");
-    } else {
-        assert!(out.contains("not root"), "{out}");
-    }
+
+    // slurmd stops: its lock goes, and a copy of the file left behind is not trusted.
+    let saved = std::fs::read(&file).unwrap();
+    assert!(written.remove().unwrap());
+    std::fs::write(&file, saved).unwrap();
+    let (out, _) = check();
+    assert!(out.contains("no running slurmd holds it"), "{out}");
 
     // A symlink in place of the file is not followed.
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink("/etc/hostname", &file).unwrap();
     let (out, _) = check();
-    assert!(out.contains("the file is a symbolic link (not followed)"), "{out}");
+    assert!(out.contains("is a symbolic link"), "{out}");
 
     // cache = false: nothing to look at.
     let off = dir.file("off.toml", &format!("cache_dir = \"{}\"\ncache = false\n", cache_dir.display()));

@@ -341,7 +341,7 @@ fn live_child() {
     if std::env::var_os(CHILD).is_none() {
         return;
     }
-    match load::live() {
+    match load::live(std::time::Duration::from_secs(30)) {
         Ok(t) => {
             check_shape("live", &t);
             let cpus = t.all_cpus();
@@ -378,6 +378,34 @@ fn live_refuses_variables_that_replace_the_machine() {
         let out = run_child(&[(name, value)]);
         assert!(out.contains(&format!("LIVE: refused {name}={value}")), "{name}: {out}");
     }
+}
+
+/// hwloc's `gl` component (Debian's libhwloc-plugins) connects to X displays :0 to :9, which
+/// any local user can answer on an abstract socket; one that never replies made slurmd hang
+/// at its start. Live discovery must not even connect (it runs in a single-threaded child
+/// test process, as in slurmd: a fork of a busy multi-threaded test harness is not what the
+/// plugin does).
+#[test]
+fn live_discovery_ignores_a_fake_x_server() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    if !load::has_component("gl") {
+        println!("skipped: this hwloc has no gl component (install libhwloc-plugins to run this test)");
+        return;
+    }
+    let addr = SocketAddr::from_abstract_name(b"/tmp/.X11-unix/X0").unwrap();
+    let Ok(listener) = UnixListener::bind_addr(&addr) else {
+        println!("skipped: display :0 is taken on this machine");
+        return;
+    };
+    // The kernel queues a connection without accept(), and nothing ever answers it.
+    let start = std::time::Instant::now();
+    let out = run_child(&[]);
+    let took = start.elapsed();
+    assert!(out.contains("LIVE: ok"), "{out}");
+    assert!(took < std::time::Duration::from_secs(10), "live discovery took {took:?} with a silent X server");
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_err(), "hwloc connected to the fake X server");
 }
 
 #[test]

@@ -128,7 +128,7 @@ pub struct MapByDevice {
     /// The error the last hook returned is not to be shown (see [`HookError::Quiet`]).
     quiet: bool,
     /// slurmd: the topology cache it wrote, whose lock it holds while it runs.
-    cache: Option<cache::Written>,
+    cache: Option<map_by_device::cache::Written>,
 }
 
 /// An error a hook returns to Slurm.
@@ -204,8 +204,8 @@ unsafe impl Plugin for MapByDevice {
                     Err(e) => admin_log(LogLevel::Error, &format!("plugstack.conf: {e}")),
                     Ok(c) => {
                         if let Some(path) = &c.topology {
-                            if let Err(e) = std::fs::File::open(path) {
-                                admin_log(LogLevel::Error, &format!("cannot read topology={}: {e}", path.display()));
+                            if let Err(e) = map_by_device::load::from_trusted_xml_file(path) {
+                                admin_log(LogLevel::Error, &format!("every mapped step will fail here: {e}"));
                             }
                         }
                         admin_log(
@@ -213,7 +213,7 @@ unsafe impl Plugin for MapByDevice {
                             &format!("built for Slurm {}, settings {c:?}", slurm_version::SLURM_VERSION_TEXT),
                         );
                         if let Some(dir) = c.cache_dir() {
-                            self.cache = write_cache(&dir);
+                            self.cache = write_cache(&dir, c.discovery_timeout());
                         }
                     }
                 },
@@ -275,6 +275,7 @@ unsafe impl Plugin for MapByDevice {
                 cpus_per_task: spank.step_cpus_per_task().ok().and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1),
                 env: job_env(spank),
                 step_alloc_cores: spank.step_alloc_cores().ok().map(str::to_string),
+                slurm_sets_step_gpus: step::gres_gpu_loaded(),
             };
             Ok(step::decide(inputs))
         }));
@@ -435,14 +436,15 @@ unsafe impl Plugin for MapByDevice {
 /// slurmd, at its start: discovers the node and writes the topology cache in `dir`. Never
 /// fails the hook (a failing `init` would stop slurmd): problems are logged, and the steps
 /// then discover the node themselves.
-fn write_cache(dir: &std::path::Path) -> Option<cache::Written> {
+fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<map_by_device::cache::Written> {
     // The slurmd context is slurmd's; make sure of it before writing as root.
     let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
     if comm.trim() != "slurmd" {
         admin_log(LogLevel::Info, &format!("not writing the topology cache from process {:?}", comm.trim()));
         return None;
     }
-    match catch_unwind(AssertUnwindSafe(|| cache::write(dir))) {
+    let discover = || map_by_device::load::live(timeout).map_err(|e| e.to_string());
+    match catch_unwind(AssertUnwindSafe(|| cache::write(dir, discover))) {
         Ok(Ok(written)) => {
             admin_log(LogLevel::Info, &written.note);
             Some(written)

@@ -65,6 +65,9 @@ pub struct Inputs {
     pub env: BTreeMap<String, String>,
     /// `S_STEP_ALLOC_CORES`: the step's cores on this node, in Slurm's abstract numbering.
     pub step_alloc_cores: Option<String>,
+    /// Slurm's gres/gpu plugin runs in this slurmstepd ([`gres_gpu_loaded`]), so the
+    /// environment's `SLURM_STEP_GPUS` is Slurm's (set or removed), not the job's.
+    pub slurm_sets_step_gpus: bool,
 }
 
 /// The outcome of `user_init`: the step, a note for slurmd.log at debug level (what was
@@ -101,7 +104,7 @@ struct Log {
 }
 
 fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
-    let Inputs { user_spec, config, ntasks, cpus_per_task, env, step_alloc_cores } = inputs;
+    let Inputs { user_spec, config, ntasks, cpus_per_task, env, step_alloc_cores, slurm_sets_step_gpus } = inputs;
     let (origin, text) = match (&user_spec, &config) {
         (Some(text), _) => (Origin::User, text.clone()),
         (None, Ok(c)) => match &c.default {
@@ -134,7 +137,7 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     let (topology, this_node, cached) = match &config.topology {
         Some(path) => {
             log.notes.push(format!("topology {}", path.display()));
-            (map_by_device::load::from_xml_file(path), false, false)
+            (map_by_device::load::from_trusted_xml_file(path), false, false)
         }
         None => match config.cache_dir().map(|dir| cache::read(&dir)) {
             Some(Ok(cached)) => {
@@ -149,7 +152,7 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
                     Some(Err(cache::Miss::Absent(why))) => log.notes.push(format!("live discovery ({why})")),
                     _ => log.notes.push("live discovery (cache = false)".into()),
                 }
-                (map_by_device::load::live(), true, false)
+                (map_by_device::load::live(config.discovery_timeout()), true, false)
             }
         },
     };
@@ -170,7 +173,21 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     let node = Node::new(topology, options);
 
     let node_name = env.get("SLURMD_NODENAME").cloned().unwrap_or_else(|| node.hostname().to_string());
-    let step_gpus = match env.get("SLURM_STEP_GPUS") {
+    // SLURM_STEP_GPUS is Slurm's only where its gres/gpu plugin runs in this slurmstepd: it
+    // then sets the variable or removes it for every step. Elsewhere the job's own value
+    // would pass through untouched, so it is not read at all.
+    let step_gpus_text = match env.get("SLURM_STEP_GPUS") {
+        Some(v) if !slurm_sets_step_gpus => {
+            log.notes.push(format!(
+                "SLURM_STEP_GPUS ignored ({} bytes): Slurm's gres/gpu plugin does not run in this step, so the value \
+                 is the job's own",
+                v.len()
+            ));
+            None
+        }
+        other => other,
+    };
+    let step_gpus = match step_gpus_text {
         // Unset: the node's GPUs are not GRES (every GPU of the node), or they are and the
         // step has none (Slurm unsets it): the admin says which (require_step_gpus). See
         // docs/slurm-allocation.md, "Implemented".
@@ -187,17 +204,10 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
             Some(Vec::new())
         }
         None => None,
-        Some(v) => match parse_indices(v) {
-            Some(list) => Some(list),
-            None if spec_may_use_gpus(&spec) => {
-                return Step::Refused {
-                    origin,
-                    message: format!(
-                    "SLURM_STEP_GPUS={v:?} is not a list of GPU indices, so the GPUs Slurm gave the step are unknown"
-                ),
-                }
-            }
-            None => None,
+        Some(v) => match plan::parse_step_gpus(v) {
+            Ok(list) => Some(list),
+            Err(e) if spec_may_use_gpus(&spec) => return Step::Refused { origin, message: e.to_string() },
+            Err(_) => None,
         },
     };
     let (allowed_cpus, how) = match step_cpus(&node.topology, step_alloc_cores.as_deref()) {
@@ -345,10 +355,32 @@ pub fn slurm_gpu_binding(step_env: &BTreeMap<String, String>, now: impl Fn(&str)
     })
 }
 
-/// `0,1` or `0-1` (Slurm writes GPU index lists both ways).
-fn parse_indices(text: &str) -> Option<Vec<u32>> {
-    let set = CpuSet::parse_list(text.trim()).ok()?;
-    Some(set.iter().collect())
+/// Whether Slurm's gres/gpu plugin (`gres_gpu.so`) is loaded in this process. In slurmstepd
+/// it is loaded exactly when slurm.conf's GresTypes names gpu, and then it sets or removes
+/// `SLURM_STEP_GPUS` for every step before `user_init` (`gres_g_step_set_env`, Slurm 22.05 to
+/// 26.05).
+pub fn gres_gpu_loaded() -> bool {
+    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, found: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid `info` for the duration of the call, whose
+        // `dlpi_name` is NULL or a NUL-terminated string; `found` is the `bool` given below.
+        unsafe {
+            let name = (*info).dlpi_name;
+            if name.is_null() {
+                return 0;
+            }
+            let name = std::ffi::CStr::from_ptr(name).to_bytes();
+            if name.ends_with(b"/gres_gpu.so") {
+                *found.cast::<bool>() = true;
+                return 1;
+            }
+        }
+        0
+    }
+    let mut found = false;
+    // SAFETY: `visit` only reads what the loader hands it and writes `found`, which outlives
+    // the call; dl_iterate_phdr holds the loader's lock while it runs, so no object goes away.
+    unsafe { libc::dl_iterate_phdr(Some(visit), std::ptr::addr_of_mut!(found).cast()) };
+    found
 }
 
 fn local_hostname() -> Option<String> {
@@ -435,6 +467,7 @@ mod tests {
             cpus_per_task: Some(1),
             env: BTreeMap::new(),
             step_alloc_cores: None,
+            slurm_sets_step_gpus: true,
         }
     }
 
@@ -495,7 +528,21 @@ mod tests {
     }
 
     fn fixture(name: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(name)
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(name);
+        std::fs::canonicalize(&path).unwrap_or(path)
+    }
+
+    /// The fixture as a `topology=` the plugin will read: root's, under root-only
+    /// directories. `None`, with a line saying so, where the checkout is not.
+    fn trusted_fixture(name: &str) -> Option<PathBuf> {
+        let path = fixture(name);
+        match map_by_device::trusted_fs::read_file(&path, 1 << 24) {
+            Ok(_) => Some(path),
+            Err(e) => {
+                println!("skipped: the fixture cannot be a topology= here ({e})");
+                None
+            }
+        }
     }
 
     fn fixture_topology() -> Topology {
@@ -569,7 +616,8 @@ mod tests {
 
     #[test]
     fn an_unreadable_step_gpu_list_is_refused_for_gpus_only() {
-        let mut i = inputs(Some("gpu"), Ok(Config { topology: Some(fixture("e2e-2gpu.xml")), ..Config::default() }));
+        let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
+        let mut i = inputs(Some("gpu"), Ok(Config { topology: Some(topology.clone()), ..Config::default() }));
         i.env = env(&[("SLURM_STEP_GPUS", "gpu:a100")]);
         match run(i) {
             Step::Refused { origin: Origin::User, message } => {
@@ -577,8 +625,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let mut i =
-            inputs(Some("network"), Ok(Config { topology: Some(fixture("e2e-2gpu.xml")), ..Config::default() }));
+        let mut i = inputs(Some("network"), Ok(Config { topology: Some(topology), ..Config::default() }));
         i.env = env(&[("SLURM_STEP_GPUS", "gpu:a100")]);
         i.step_alloc_cores = Some("0-1".into());
         assert!(matches!(run(i), Step::Planned(_)));
@@ -586,7 +633,8 @@ mod tests {
 
     #[test]
     fn without_step_gpus_the_node_gpus_unless_required() {
-        let config = Config { topology: Some(fixture("e2e-2gpu.xml")), ..Config::default() };
+        let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
+        let config = Config { topology: Some(topology), ..Config::default() };
         let mut i = inputs(Some("gpu"), Ok(config.clone()));
         i.step_alloc_cores = Some("0-1".into());
         match run(i) {
@@ -609,9 +657,40 @@ mod tests {
     }
 
     #[test]
-    fn gpu_index_lists() {
-        assert_eq!(parse_indices("0,1"), Some(vec![0, 1]));
-        assert_eq!(parse_indices("0-2"), Some(vec![0, 1, 2]));
-        assert_eq!(parse_indices("x"), None);
+    fn the_jobs_own_step_gpus_are_ignored_where_slurm_does_not_set_them() {
+        let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
+        let config = Config { topology: Some(topology), ..Config::default() };
+        let huge = vec!["0-1048576"; 13_000].join(",");
+        for (value, slurm) in [("1", false), (huge.as_str(), false), ("1", true)] {
+            let mut i = inputs(Some("gpu"), Ok(config.clone()));
+            i.ntasks = 1;
+            i.env = env(&[("SLURM_STEP_GPUS", value)]);
+            i.step_alloc_cores = Some("0-1".into());
+            i.slurm_sets_step_gpus = slurm;
+            let mut log = Log::default();
+            let t0 = Instant::now();
+            let step = decide_inner(i, &mut log);
+            assert!(t0.elapsed().as_secs_f64() < 1.0, "{:?}", t0.elapsed());
+            let Step::Planned(p) = step else { panic!("{step:?}") };
+            // Ignored: the node's first GPU; Slurm's: GPU index 1.
+            assert_eq!(p.plan.tasks[0].devices, vec![usize::from(slurm)], "{value:.20} {slurm}");
+            assert_eq!(log.notes.iter().any(|n| n.contains("SLURM_STEP_GPUS ignored")), !slurm);
+        }
+        // Slurm's value, but absurd: refused quickly with a short message.
+        let mut i = inputs(Some("gpu"), Ok(config));
+        i.env = env(&[("SLURM_STEP_GPUS", huge.as_str())]);
+        let t0 = Instant::now();
+        match run(i) {
+            Step::Refused { message, .. } => {
+                assert!(message.contains("SLURM_STEP_GPUS=") && message.len() < 400, "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(t0.elapsed().as_secs_f64() < 1.0);
+    }
+
+    #[test]
+    fn no_gres_plugin_in_a_test_binary() {
+        assert!(!gres_gpu_loaded());
     }
 }

@@ -5,7 +5,7 @@
 //! stdout), 1 `check` found the node not ready.
 
 use clap::{Args, Parser, Subcommand};
-use map_by_device::check::{self, CacheProbe, CheckInput, PathFacts, PathKind, PluginEntry, PlugstackItem, Setup};
+use map_by_device::check::{self, CacheProbe, CheckInput, PluginEntry, PlugstackItem, Setup};
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::{Device, ZeHierarchy};
@@ -125,9 +125,11 @@ fn node_from(source: &Source) -> Result<Node, String> {
 fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node, String> {
     let xml = source.topology.as_ref().or(config.topology.as_ref());
     let live = xml.is_none();
-    let topology = match xml {
-        Some(path) => map_by_device::load::from_xml_file(path),
-        None => map_by_device::load::live(),
+    let topology = match (&source.topology, &config.topology) {
+        (Some(path), _) => map_by_device::load::from_xml_file(path),
+        // The plugin's own topology=, read the way the plugin reads it.
+        (None, Some(path)) => map_by_device::load::from_trusted_xml_file(path),
+        (None, None) => map_by_device::load::live(config.discovery_timeout()),
     }
     .map_err(|e| e.to_string())?;
     let hostname = source.hostname.clone().or_else(|| {
@@ -160,16 +162,6 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
     Ok(Node::new(topology, options))
 }
 
-fn parse_list(flag: &str, text: &str) -> Result<Vec<u32>, String> {
-    text.split(',')
-        .map(|s| {
-            s.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("invalid {flag} {text:?}: expected numbers separated by commas"))
-        })
-        .collect()
-}
-
 fn facts_from(args: &PlanArgs) -> Result<StepFacts, String> {
     let allowed_cpus = args
         .allowed_cpus
@@ -196,7 +188,11 @@ fn facts_from(args: &PlanArgs) -> Result<StepFacts, String> {
         allowed_cpus,
         task_cpus,
         env,
-        step_gpus: args.step_gpus.as_deref().map(|t| parse_list("--step-gpus", t)).transpose()?,
+        step_gpus: args
+            .step_gpus
+            .as_deref()
+            .map(|t| map_by_device::plan::parse_step_gpus(t).map_err(|e| format!("--step-gpus: {e}")))
+            .transpose()?,
     })
 }
 
@@ -328,39 +324,12 @@ fn read_plugstack(path: &Path, depth: usize, found: &mut PlugstackFindings) {
     }
 }
 
-/// One path as `lstat` sees it (`Ok(None)`: it does not exist).
-fn path_facts(path: &Path) -> Result<Option<PathFacts>, String> {
-    use std::os::unix::fs::MetadataExt;
-    match std::fs::symlink_metadata(path) {
-        Ok(m) => Ok(Some(PathFacts {
-            kind: if m.file_type().is_symlink() {
-                PathKind::Symlink
-            } else if m.is_dir() {
-                PathKind::Dir
-            } else if m.is_file() {
-                PathKind::File
-            } else {
-                PathKind::Other
-            },
-            uid: m.uid(),
-            mode: m.mode() & 0o7777,
-            size: m.size(),
-        })),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// The topology cache's directory and file on this machine (symlinks in the directory's path
-/// resolved first, as the plugin does; the file itself is not followed). Metadata only: the
-/// file is neither opened nor locked.
-fn probe_cache(dir: &Path) -> CacheProbe {
-    let (dir_facts, file_facts) = match std::fs::canonicalize(dir) {
-        Ok(real) => (path_facts(&real), path_facts(&real.join(check::CACHE_FILE_NAME))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Ok(None), Ok(None)),
-        Err(e) => (Err(e.to_string()), Ok(None)),
-    };
-    CacheProbe { dir: dir.to_path_buf(), dir_facts, file_facts }
+/// Reads the topology cache on this machine exactly as a step does, except that the plugin
+/// build is the plugstack.conf entry's file (the steps compare the .so they were loaded from).
+fn probe_cache(dir: &Path, plugin: Option<&Path>) -> CacheProbe {
+    let identity = plugin.and_then(|p| map_by_device::cache::plugin_identity(p).ok());
+    let outcome = map_by_device::cache::read(dir, identity.as_deref()).map(|c| c.description);
+    CacheProbe { path: dir.join(check::CACHE_FILE_NAME), outcome }
 }
 
 /// `check`: resolves the settings as the plugin would, loads the node, and reports.
@@ -417,7 +386,15 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
     // The cache is this machine's: looked at only when the node checked is this one and the
     // settings use a cache (no topology=, cache not false).
     let cache = match (configured, &args.source.topology, config.cache_dir()) {
-        (true, None, Some(dir)) => Some(probe_cache(&dir)),
+        (true, None, Some(dir)) => {
+            let plugin = match &setup {
+                Setup::Configured { entries, .. } => {
+                    entries.first().map(|e| PathBuf::from(&e.line.path)).filter(|p| p.is_absolute())
+                }
+                _ => None,
+            };
+            Some(probe_cache(&dir, plugin.as_deref()))
+        }
         _ => None,
     };
     let input = CheckInput {

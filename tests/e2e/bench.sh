@@ -33,6 +33,7 @@ e2e_install_packages || exit 1
 e2e_build_plugin || exit 1
 e2e_init || exit 1
 trap e2e_cleanup EXIT
+FIX=$E2E_TOPO/e2e-2gpu.xml
 trap 'exit 130' INT TERM
 CACHE_CONF=$E2E_DIR/etc/cache.toml
 NOCACHE_CONF=$E2E_DIR/etc/nocache.toml

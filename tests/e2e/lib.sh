@@ -11,14 +11,16 @@
 #   cluster_stop                    # stops what cluster_start started, by pid
 #   e2e_slurmd_stop/e2e_slurmd_start  # restart slurmd alone (its init hook runs again)
 #
-# Everything lives under $E2E_DIR (a fresh mktemp directory); the daemons find their config
+# Everything lives under $E2E_DIR (a fresh mktemp directory under /run); the daemons find their config
 # through SLURM_CONF, exported here for every client this shell runs. Nothing system-wide is
 # touched, except the cgroup directories slurmd creates in cgroup mode, removed on stop.
 #
 # Layout: $E2E_DIR/{etc,munge,log,state,spool,lib,work}
 
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libudev-dev pkg-config jq)
+# libhwloc-plugins: hwloc's PCI component, and its gl component that the security cases
+# prove is never run; python3: their fake X server.
+E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libhwloc-plugins libudev-dev pkg-config jq python3)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""
@@ -98,13 +100,18 @@ e2e_free_port() {
 }
 
 # Creates the private directory, the munge key and the ports; installs the plugin there.
+# The directory is under /run, not /tmp: the plugin (root) reads topology=, config= and its
+# cache only through directories that only root can write (docs/admin-guide.md), and the
+# fixtures are copied into $E2E_TOPO for the same reason (a checkout may be anyone's).
 e2e_init() {
-    E2E_DIR=$(mktemp -d /tmp/mbd-e2e.XXXXXX) || return 1
+    E2E_DIR=$(mktemp -d /run/mbd-e2e.XXXXXX) || return 1
     # World-readable so that jobs of an unprivileged user can read configs and the socket.
     chmod 755 "$E2E_DIR"
-    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work}
-    chmod 755 "$E2E_DIR"/{etc,munge,lib}
+    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work,topologies}
+    chmod 755 "$E2E_DIR"/{etc,munge,lib,topologies}
     chmod 1777 "$E2E_DIR/work"
+    E2E_TOPO=$E2E_DIR/topologies
+    cp "$E2E_ROOT"/topologies/*.xml "$E2E_ROOT"/tests/e2e/fixtures/*.xml "$E2E_TOPO"/ && chmod 644 "$E2E_TOPO"/*.xml || return 1
     mungekey --create --keyfile="$E2E_DIR/munge/munge.key" >/dev/null 2>&1 ||
         dd if=/dev/urandom of="$E2E_DIR/munge/munge.key" bs=1024 count=1 status=none
     chmod 600 "$E2E_DIR/munge/munge.key"

@@ -682,17 +682,16 @@ tamper() {
 }
 
 c_cache_tampered() {
-    tamper "cache $CACHE_FILE not used: writable by group or others (mode 0666)" \
+    tamper "cache $CACHE_FILE not used: is writable by group or others (mode 0666)" \
         "chmod 666 '$CACHE_FILE'" "chmod 644 '$CACHE_FILE'" || return 1
-    tamper "cache $CACHE_FILE not used: owned by uid 65534, not root" \
+    tamper "cache $CACHE_FILE not used: is owned by uid 65534, not root" \
         "chown nobody '$CACHE_FILE'" "chown root '$CACHE_FILE'" || return 1
-    tamper "the cache directory $CACHE_DIR is writable by group or others (mode 0777)" \
+    tamper "the directory $CACHE_DIR is writable by group or others (mode 0777)" \
         "chmod 777 '$CACHE_DIR'" "chmod 755 '$CACHE_DIR'" || return 1
-    tamper "the cache directory $CACHE_DIR is owned by uid 65534, not root" \
+    tamper "the directory $CACHE_DIR is owned by uid 65534, not root" \
         "chown nobody '$CACHE_DIR'" "chown root '$CACHE_DIR'" || return 1
-    # A copy in place of slurmd's file (a new file no running slurmd stands behind), e.g. one
-    # left from an earlier slurmd: not used.
-    cp "$CACHE_FILE" "$E2E_DIR/work/copy.json"
+    # A file from an earlier slurmd (it names that slurmd's lock file, which is gone): not used.
+    jq -c '.lock = "0:1"' "$CACHE_FILE" >"$E2E_DIR/work/copy.json"
     chmod 644 "$E2E_DIR/work/copy.json"
     mv -f "$E2E_DIR/work/copy.json" "$CACHE_FILE"
     log_mark
@@ -731,6 +730,259 @@ c_cache_slurmd_restart() {
     [[ ! -e $CACHE_FILE ]] || { echo "slurmd left $CACHE_FILE behind when it stopped"; ok=1; }
     e2e_slurmd_start || return 1
     return $ok
+}
+
+# --- Cases: hostile local users (docs/admin-guide.md, Threat model) -------------------------
+#
+# Each reproduces a way an unprivileged user could steer or stall the root side, and checks
+# what happens now: slurmd starts and steps end promptly, root touches nothing outside its own
+# directories, and whatever the user planted is refused with a message.
+
+# node_idle: the node is idle again (never drained by a refusal).
+node_idle() {
+    e2e_wait_for "[[ \$(sinfo -h -n $E2E_NODE -o %t) == idle ]]" 15 && return 0
+    echo "node $E2E_NODE is not idle: $(sinfo -h -n "$E2E_NODE" -o '%t %E')"
+    return 1
+}
+
+# fake_x_start: an X server impostor, as nobody, on the abstract sockets of displays :0-:9,
+# that accepts and never answers (what made slurmd hang in XOpenDisplay through hwloc's gl
+# component). FAKE_X_LOG gets one line per connection.
+fake_x_start() {
+    FAKE_X_LOG=$E2E_DIR/work/fakex.log
+    rm -f "$FAKE_X_LOG" "$FAKE_X_LOG.ready"
+    runuser -u nobody -- python3 - "$FAKE_X_LOG" <<'PY' &
+import select, socket, sys
+log, socks, held = sys.argv[1], [], []
+for i in range(10):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind("\0/tmp/.X11-unix/X%d" % i)
+    except OSError:
+        continue
+    s.listen(64)
+    socks.append(s)
+open(log + ".ready", "w").write("%d\n" % len(socks))
+while True:
+    for s in select.select(socks, [], [])[0]:
+        held.append(s.accept()[0])
+        open(log, "a").write("connection\n")
+PY
+    FAKE_X_PID=$!
+    e2e_wait_for "[[ -s '$FAKE_X_LOG.ready' ]]" 10 || { echo "the fake X server did not start"; return 1; }
+    (($(cat "$FAKE_X_LOG.ready") > 0)) || { echo "no X display socket was free for the fake server"; return 1; }
+}
+
+fake_x_stop() {
+    kill "$FAKE_X_PID" 2>/dev/null
+    wait "$FAKE_X_PID" 2>/dev/null
+    local n=0
+    [[ -f $FAKE_X_LOG ]] && n=$(wc -l <"$FAKE_X_LOG")
+    ((n == 0)) || { echo "hwloc connected $n times to the fake X server"; return 1; }
+}
+
+c_sec_fake_x_slurmd() {
+    has_gl || return 0
+    fake_x_start || return 1
+    set_plugstack "config=$SEC_CONF"
+    e2e_slurmd_stop
+    local t0=$SECONDS ok=0
+    e2e_slurmd_start || ok=1
+    echo "slurmd started in $((SECONDS - t0)) s with the fake X server listening"
+    fake_x_stop || ok=1
+    ((ok == 0)) || return 1
+    grep -q "cached this node's topology in $SEC_CACHE/topology.json" "$E2E_DIR/log/slurmd.log" ||
+        { echo "slurmd wrote no cache"; return 1; }
+    (((SECONDS - t0) < 30)) || { echo "slurmd took too long to start"; return 1; }
+}
+
+c_sec_fake_x_step() {
+    has_gl || return 0
+    fake_x_start || return 1
+    set_plugstack "config=$SEC_NOCACHE_CONF"
+    local t0=$SECONDS
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" timeout 120 srun --chdir=/tmp -n 1 --map-by-device=network true
+    local took=$((SECONDS - t0)) rc=$RC
+    fake_x_stop || return 1
+    echo "the live-discovery step ended in $took s (exit $rc)"
+    ((took < 20)) || { echo "the step took too long"; show; return 1; }
+    RC=$rc
+    if ((LIVE_NET > 0)); then expect_rc 0 || return 1; else expect_err "has no network devices" || return 1; fi
+    node_idle
+}
+
+# has_gl: hwloc's gl component is installed (libhwloc-plugins); without it the impostor has
+# nothing to talk to and the case proves nothing.
+has_gl() {
+    compgen -G "/usr/lib/*/hwloc/hwloc_gl.so" >/dev/null && return 0
+    NOTES+=("fake X server cases skipped: no hwloc gl component (libhwloc-plugins) here")
+    return 1
+}
+
+c_sec_cache_symlink() {
+    # A user-owned directory in /tmp with a symlink named like the admin's cache_dir, pointing
+    # at a root directory that holds a file root must not touch.
+    local victim=$E2E_DIR/victim ud conf
+    mkdir -p "$victim" && chmod 755 "$victim" && echo "precious" >"$victim/topology.json" || return 1
+    ud=$(runuser -u nobody -- mktemp -d /tmp/mbd-sym.XXXXXX) || return 1
+    runuser -u nobody -- ln -s "$victim" "$ud/cache" || return 1
+    conf=$E2E_DIR/etc/symlink.toml
+    printf 'cache_dir = "%s/cache"\n' "$ud" >"$conf" && chmod 644 "$conf"
+    set_plugstack "config=$conf"
+    e2e_slurmd_stop
+    log_mark
+    e2e_slurmd_start || return 1
+    local ok=0
+    [[ $(cat "$victim/topology.json") == precious && ! -e $victim/topology.lock ]] ||
+        { echo "root changed the symlink's target: $(ls -la "$victim")"; ok=1; }
+    log_has "cache_dir: a parent directory /tmp is writable by group or others (mode 1777)" || ok=1
+    log_mark
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" srun --chdir=/tmp -n 1 --map-by-device=network true
+    log_has "cache $ud/cache/topology.json not used: a parent directory /tmp is writable" || ok=1
+    run cargo run --quiet --manifest-path "$E2E_ROOT/Cargo.toml" --bin map-by-device -- check --config "$conf"
+    expect_out_has "a parent directory /tmp is writable by group or others (mode 1777)" || ok=1
+    rm -rf "$ud"
+    set_plugstack "config=$SEC_CONF"
+    e2e_slurmd_stop && e2e_slurmd_start || return 1
+    return $ok
+}
+
+expect_out_has() {
+    grep -qF -- "$1" <<<"$OUT" && return 0
+    echo "stdout lacks: $1"
+    show
+    return 1
+}
+
+c_sec_cache_race() {
+    # The path to cache_dir is swapped for a symlink right after slurmd checked it (a test
+    # build pauses there): everything slurmd does next happens in the directory it opened.
+    [[ -n ${HOOKS_PLUGIN:-} ]] || { echo "no test-hooks build of the plugin"; return 1; }
+    local race=$E2E_DIR/race conf ok=0
+    mkdir -p "$race/victim" && chmod 755 "$race" "$race/victim" || return 1
+    conf=$E2E_DIR/etc/race.toml
+    printf 'cache_dir = "%s/cache"\n' "$race" >"$conf" && chmod 644 "$conf"
+    set_plugstack "config=$conf"
+    e2e_slurmd_stop
+    e2e_install_plugin "$HOOKS_PLUGIN"
+    local log=$E2E_DIR/log/slurmd.log mark
+    mark=$(wc -l <"$log")
+    MBD_TEST_PAUSE_AT=cache-dir-opened MBD_TEST_PAUSE_FILE=$race/go slurmd -D -N "$E2E_NODE" >>"$E2E_DIR/log/slurmd.out" 2>&1 &
+    E2E_PIDS[slurmd]=$!
+    if e2e_wait_for "[[ -e '$race/go.reached' ]]" 30; then
+        mv "$race/cache" "$race/moved" && ln -s "$race/victim" "$race/cache"
+        touch "$race/go"
+        e2e_wait_for "tail -n +$((mark + 1)) '$log' | grep -q 'slurmd started on'" 60 || { echo "slurmd did not start"; ok=1; }
+        [[ -f $race/moved/topology.json && -f $race/moved/topology.lock ]] ||
+            { echo "slurmd did not write into the directory it opened: $(ls -la "$race/moved")"; ok=1; }
+        [[ -z $(ls -A "$race/victim") ]] || { echo "slurmd wrote through the swapped path: $(ls -la "$race/victim")"; ok=1; }
+    else
+        echo "the test build never paused"
+        ok=1
+    fi
+    e2e_slurmd_stop
+    e2e_install_plugin "$E2E_PLUGIN_BUILT"
+    set_plugstack "config=$SEC_CONF"
+    e2e_slurmd_start || return 1
+    return $ok
+}
+
+c_sec_step_gpus_long() {
+    # 12,000 ranges 0-1048576 (120 kB) in the job's SLURM_STEP_GPUS, on a node whose GPUs
+    # are not GRES (Slurm leaves the variable as the user set it): ignored, at once.
+    set_plugstack "topology=$FIX"
+    local long=$E2E_DIR/work/step_gpus t0
+    printf '0-1048576,%.0s' $(seq 12000) | head -c 119999 >"$long"
+    chmod 644 "$long"
+    log_mark
+    t0=$(date +%s%N)
+    # (through a file: the 120 kB value stays off the case's printed command line)
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" bash -c \
+        'SLURM_STEP_GPUS=$(<"$1") exec srun --chdir=/tmp -n 1 --map-by-device=gpu "$2"' - "$long" "$PROBE"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "the step took $ms ms"
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" - -)" || return 1
+    ((ms < 5000)) || { echo "too slow: $ms ms"; return 1; }
+    log_has "SLURM_STEP_GPUS ignored (119999 bytes)"
+}
+
+c_sec_stale_cache_user_lock() {
+    # slurmd dies without cleaning up; a slurmd starts without the plugin, the plugin is then
+    # enabled for the steps, and a user holds a lock on the stale file: not trusted.
+    set_plugstack "config=$SEC_CONF"
+    [[ -f $SEC_CACHE/topology.json ]] || { echo "no cache to begin with"; return 1; }
+    kill -KILL "${E2E_PIDS[slurmd]}"
+    wait "${E2E_PIDS[slurmd]}" 2>/dev/null
+    unset "E2E_PIDS[slurmd]"
+    set_plugstack_empty
+    e2e_slurmd_start || return 1
+    set_plugstack "config=$SEC_CONF"
+    # The stale file says the node has no PCI device: if it were used, network would be refused.
+    jq -c '.topology.pci = [] | .topology.loose = []' "$SEC_CACHE/topology.json" >"$E2E_DIR/work/stale.json" &&
+        cat "$E2E_DIR/work/stale.json" >"$SEC_CACHE/topology.json"
+    runuser -u nobody -- flock -s "$SEC_CACHE/topology.json" sleep 60 &
+    local locker=$!
+    sleep 0.3
+    local ok=0
+    runuser -u nobody -- flock -n -s "$SEC_CACHE/topology.lock" true 2>/dev/null &&
+        { echo "nobody could lock the root-only lock file"; ok=1; }
+    log_mark
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" srun --chdir=/tmp -n 1 --map-by-device=network true
+    log_has "cache $SEC_CACHE/topology.json not used: no running slurmd holds it" || ok=1
+    if ((LIVE_NET > 0)); then expect_rc 0 || ok=1; fi
+    kill "$locker" 2>/dev/null
+    wait "$locker" 2>/dev/null
+    e2e_slurmd_stop && e2e_slurmd_start || return 1
+    return $ok
+}
+
+c_sec_crafted_xml() {
+    # An XML whose GPU UUID carries a newline and text after it.
+    local crafted=$E2E_TOPO/crafted.xml
+    sed 's/name="NVIDIAUUID" value="GPU-/name="NVIDIAUUID" value="GPU-\&#10;injected: 1 /' "$FIX" >"$crafted"
+    chmod 644 "$crafted"
+    set_plugstack "topology=$crafted"
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" srun --chdir=/tmp -n 2 --map-by-device=gpu:verbose "$PROBE"
+    expect_rc 1 && expect_err 'CUDA_VISIBLE_DEVICES would be "GPU-\ninjected: 1 ' || return 1
+    ! grep -q "^injected" <<<"$ERR" || { echo "the newline reached the terminal"; show; return 1; }
+    node_idle || return 1
+    probe -n 2 --map-by-device=network
+    expect_rc 0 && expect_out "$NET_LINES"
+}
+
+c_sec_untrusted_topology() {
+    local ud
+    ud=$(runuser -u nobody -- mktemp -d /tmp/mbd-topo.XXXXXX) || return 1
+    runuser -u nobody -- cp "$FIX" "$ud/t.xml"
+    set_plugstack "topology=$ud/t.xml"
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" srun --chdir=/tmp -n 1 --map-by-device=gpu true
+    rm -rf "$ud"
+    expect_rc 1 && expect_err "cannot use topology=$ud/t.xml: a parent directory /tmp is writable by group or others" ||
+        return 1
+    cp "$FIX" "$E2E_TOPO/open.xml" && chmod 666 "$E2E_TOPO/open.xml"
+    set_plugstack "topology=$E2E_TOPO/open.xml"
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" srun --chdir=/tmp -n 1 --map-by-device=gpu true
+    expect_rc 1 && expect_err "the file $E2E_TOPO/open.xml is writable by group or others (mode 0666)" || return 1
+    node_idle
+}
+
+security_setup() {
+    SEC_CACHE=$E2E_DIR/seccache
+    SEC_CONF=$E2E_DIR/etc/sec.toml
+    SEC_NOCACHE_CONF=$E2E_DIR/etc/sec-nocache.toml
+    printf 'cache_dir = "%s"\n' "$SEC_CACHE" >"$SEC_CONF"
+    printf 'cache = false\ndiscovery_timeout = 30\n' >"$SEC_NOCACHE_CONF"
+    chmod 644 "$SEC_CONF" "$SEC_NOCACHE_CONF"
+    set_plugstack "config=$SEC_CONF"
+    # The race case needs a build that can pause; a package never has it.
+    if [[ -z ${HOOKS_PLUGIN:-} ]]; then
+        e2e_log "building the plugin with test hooks (for the race case)"
+        (cd "$E2E_ROOT" && cargo build --quiet --release -p map-by-device-spank --features test-hooks) || return 1
+        HOOKS_PLUGIN=$E2E_DIR/lib/map_by_device-hooks.so
+        cp "$E2E_PLUGIN_BUILT" "$HOOKS_PLUGIN"
+        # Back to the normal build for everything after this suite (packages included).
+        (cd "$E2E_ROOT" && cargo build --quiet --release -p map-by-device-spank) || return 1
+    fi
 }
 
 # --- Phases: "name|function" ----------------------------------------------------------
@@ -817,6 +1069,18 @@ run_phase() {
     cluster_stop
 }
 
+# task/affinity, real layout, live discovery; unprivileged users try to steer or stall root.
+SECURITY_CASES=(
+    "security: slurmd starts at once while a fake X server never answers|c_sec_fake_x_slurmd"
+    "security: a live-discovery step ends at once while a fake X server never answers|c_sec_fake_x_step"
+    "security: cache_dir through a user's symlink is refused, its target untouched|c_sec_cache_symlink"
+    "security: cache_dir swapped for a symlink after the check: slurmd stays in the directory it opened|c_sec_cache_race"
+    "security: a 120 kB SLURM_STEP_GPUS from the job is ignored at once|c_sec_step_gpus_long"
+    "security: a stale cache locked by a user is not trusted|c_sec_stale_cache_user_lock"
+    "security: a newline in an XML UUID refuses the GPU and never reaches the terminal|c_sec_crafted_xml"
+    "security: topology= in a user's directory, or writable by others, is refused|c_sec_untrusted_topology"
+)
+
 # --- Main --------------------------------------------------------------------------------
 
 summary() {
@@ -874,6 +1138,8 @@ main() {
 
     e2e_init || abort "creating the private cluster directory"
     trap e2e_cleanup EXIT
+    # The plugin reads topology= only from root-only directories: the private copies.
+    FIX=$E2E_TOPO/${FIX##*/} FIX_DRM=$E2E_TOPO/${FIX_DRM##*/} FIX_SNC=$E2E_TOPO/${FIX_SNC##*/}
     trap 'exit 130' INT TERM
     PROBE=$E2E_DIR/work/probe.sh
     cat >"$PROBE" <<'EOF'
@@ -912,6 +1178,7 @@ EOF
         NOTES+=("task/cgroup and GRES cases skipped: no cgroup v1 cpuset/freezer hierarchy mounted here")
     fi
     run_phase affinity-real cache_setup "${CACHE_CASES[@]}"
+    run_phase affinity-real security_setup "${SECURITY_CASES[@]}"
     NOTES+=("e2e took $((SECONDS - t0)) s")
     summary
     ((FAILED == 0))

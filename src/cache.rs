@@ -1,0 +1,378 @@
+//! The per-node topology cache: slurmd discovers the node once, at its start, and every step
+//! reads the result instead of running hwloc's discovery again (about 15 ms per step).
+//!
+//! - **Writer**: slurmd's `init` hook, as root ([`write`]). In the cache directory (created
+//!   0755 if missing; it and every directory above it must be root's and writable only by
+//!   root, see [`crate::trusted_fs`]) it removes the old cache, creates a fresh lock file
+//!   `topology.lock` (mode 0600: only root can open it) and takes an exclusive `flock` on it,
+//!   which it keeps for the life of slurmd (the descriptor survives slurmd's daemonizing fork
+//!   and is close-on-exec). Then it discovers the node, writes the JSON to a temporary file
+//!   and renames it over `topology.json` (0644). The JSON names the lock file's device and
+//!   inode. Every operation is relative to the directory's descriptor.
+//! - **Reader**: each step's `user_init`, as the job's user ([`read`]); also `map-by-device
+//!   check`. The file is used only if the directory and the file pass the trust rule, the
+//!   JSON is this format, written by this very plugin file (device, inode, size and mtime of
+//!   the loaded .so: an upgrade by rename invalidates it) on this boot, and **a running root
+//!   process still holds the lock named in it**: the lock file is root's and mode 0600, so
+//!   only root can have opened it, and `/proc/locks` (readable by anyone) shows whether a
+//!   `FLOCK` is held on that device and inode. A user can lock a file they can read (the
+//!   earlier design locked the 0644 cache file itself, so any user could keep a crashed
+//!   slurmd's file trusted); nobody but root can lock this one.
+//!   Anything else: the caller discovers the node live and logs why.
+//!
+//! The path comes from the admin's config only (`cache_dir`), never from the job.
+
+use crate::topology::Topology;
+use crate::trusted_fs::{self, Kind, TrustError, TrustedDir};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The cache file's name in the cache directory.
+pub use crate::config::CACHE_FILE_NAME as FILE_NAME;
+
+/// The lock file slurmd holds while it runs, in the cache directory.
+pub const LOCK_NAME: &str = "topology.lock";
+
+/// Bumped when the file's layout changes (2: the lock moved to a root-only lock file).
+const FORMAT: u32 = 2;
+
+/// Larger than any real topology's JSON (a 2,048-PU node with its I/O is a few MB).
+pub const MAX_BYTES: u64 = 64 << 20;
+
+/// The file as written.
+#[derive(Serialize, Deserialize)]
+struct CacheFile {
+    format: u32,
+    /// The plugin .so that wrote it ([`plugin_identity`]), as text so that tools which read
+    /// numbers as doubles (jq) cannot change it.
+    plugin: String,
+    /// `/proc/sys/kernel/random/boot_id` when it was written.
+    boot_id: String,
+    /// slurmd's pid when it wrote it (for the log only: slurmd may daemonize after `init`).
+    writer_pid: u32,
+    /// Seconds since the epoch.
+    written: u64,
+    /// How long the discovery took, in ms (for the log).
+    discovery_ms: f64,
+    /// `dev:ino` of the lock file the writer holds.
+    lock: String,
+    topology: Topology,
+}
+
+/// A topology read from the cache, and where from (for the log).
+#[derive(Debug)]
+pub struct Cached {
+    pub topology: Topology,
+    pub description: String,
+}
+
+/// Why the cache was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Miss {
+    /// There is no cache file (slurmd did not write one): not worth more than a debug line.
+    Absent(String),
+    /// There is one, but it must not be used: the admin should hear of it.
+    Rejected(String),
+}
+
+impl std::fmt::Display for Miss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Miss::Absent(m) | Miss::Rejected(m) => f.write_str(m),
+        }
+    }
+}
+
+/// What slurmd keeps while it runs: the cache directory and the locked lock file.
+pub struct Written {
+    dir: TrustedDir,
+    /// Holds the exclusive lock that tells steps the writer is alive.
+    lock: File,
+    file: (u64, u64),
+    pub path: PathBuf,
+    pub note: String,
+}
+
+impl Written {
+    /// At slurmd's shutdown: removes the cache and the lock file if they are still the ones
+    /// this slurmd wrote. `Ok(true)` when the cache file was removed.
+    pub fn remove(self) -> Result<bool, String> {
+        let same = |name: &str, id: (u64, u64)| matches!(self.dir.stat(name), Ok(Some(m)) if (m.dev, m.ino) == id);
+        let lock_meta = self.lock.metadata().map_err(|e| format!("cannot examine the lock file: {e}"))?;
+        let mut removed = false;
+        if same(FILE_NAME, self.file) {
+            removed = self.dir.unlink(FILE_NAME).map_err(|e| e.to_string())?;
+        }
+        if same(LOCK_NAME, (lock_meta.dev(), lock_meta.ino())) {
+            self.dir.unlink(LOCK_NAME).map_err(|e| e.to_string())?;
+        }
+        Ok(removed)
+    }
+}
+
+/// slurmd, at its start, as root: (re)writes the cache in `dir` with the topology that
+/// `discover` finds. `plugin` is the writing plugin's [`plugin_identity`].
+pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topology, String>) -> Result<Written, String> {
+    let cache_dir = TrustedDir::open_or_create(dir, 0o755).map_err(|e| format!("cache_dir: {e}"))?;
+    crate::test_hooks::pause("cache-dir-opened");
+    // First remove the old file: if anything below fails, the steps find no cache rather
+    // than one from an earlier slurmd.
+    cache_dir.unlink(FILE_NAME).map_err(|e| e.to_string())?;
+    cache_dir.unlink(LOCK_NAME).map_err(|e| e.to_string())?;
+    let lock = cache_dir.create_new(LOCK_NAME, 0o600).map_err(|e| e.to_string())?;
+    flock(&lock, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| format!("cannot lock {LOCK_NAME}: {e}"))?;
+    let lock_meta = lock.metadata().map_err(|e| format!("cannot examine {LOCK_NAME}: {e}"))?;
+
+    let start = Instant::now();
+    let topology = discover()?;
+    let discovery_ms = start.elapsed().as_secs_f64() * 1e3;
+    let file = CacheFile {
+        format: FORMAT,
+        plugin: plugin.to_string(),
+        boot_id: boot_id().map_err(|e| format!("cannot read the boot id: {e}"))?,
+        writer_pid: std::process::id(),
+        written: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        discovery_ms,
+        lock: format!("{}:{}", lock_meta.dev(), lock_meta.ino()),
+        topology,
+    };
+    let json = serde_json::to_vec(&file).map_err(|e| format!("cannot serialize the topology: {e}"))?;
+    let tmp = format!(".{FILE_NAME}.{}.tmp", std::process::id());
+    let _ = cache_dir.unlink(&tmp);
+    let written = (|| -> Result<(), String> {
+        let mut f = cache_dir.create_new(&tmp, 0o600).map_err(|e| e.to_string())?;
+        f.write_all(&json).map_err(|e| format!("cannot write {tmp}: {e}"))?;
+        // Readable by the steps once complete (fchmod: the umask does not apply).
+        f.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot chmod {tmp}: {e}"))?;
+        cache_dir.rename(&tmp, FILE_NAME).map_err(|e| e.to_string())
+    })();
+    if let Err(e) = written {
+        let _ = cache_dir.unlink(&tmp);
+        return Err(format!("cannot write the cache in {}: {e}", dir.display()));
+    }
+    let meta = cache_dir.stat(FILE_NAME).map_err(|e| e.to_string())?.ok_or("the cache file vanished")?;
+    let path = dir.join(FILE_NAME);
+    let note = format!(
+        "cached this node's topology in {} ({} bytes; discovery took {discovery_ms:.1} ms): {} PUs, {} PCI functions",
+        path.display(),
+        json.len(),
+        file.topology.all_cpus().len(),
+        file.topology.pci.len()
+    );
+    Ok(Written { dir: cache_dir, lock, file: (meta.dev, meta.ino), path, note })
+}
+
+/// A step (as the job's user) or `check`: the cached topology in `dir`, if it can be trusted.
+/// `plugin` is the reading plugin's [`plugin_identity`]; `None` skips that one test.
+pub fn read(dir: &Path, plugin: Option<&str>) -> Result<Cached, Miss> {
+    let path = dir.join(FILE_NAME);
+    let reject = |why: String| Miss::Rejected(format!("cache {} not used: {why}", path.display()));
+    let cache_dir = match TrustedDir::open(dir) {
+        Ok(d) => d,
+        Err(e) if e.is_not_found() => return Err(Miss::Absent(format!("no cache directory {}", dir.display()))),
+        Err(e) => return Err(reject(e.to_string())),
+    };
+    let bytes = match cache_dir.read(FILE_NAME, MAX_BYTES) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => return Err(Miss::Absent(format!("no cache file {}", path.display()))),
+        Err(TrustError::Untrusted { problem, .. }) => return Err(reject(problem)),
+        Err(e) => return Err(reject(e.to_string())),
+    };
+    let cached: CacheFile = serde_json::from_slice(&bytes)
+        .map_err(|e| reject(format!("not a cache this plugin can read ({e}); slurmd rewrites it when it restarts")))?;
+    if cached.format != FORMAT {
+        return Err(reject(format!(
+            "format {} (this plugin reads {FORMAT}); restart slurmd to rewrite it",
+            cached.format
+        )));
+    }
+    writer_alive(&cache_dir, &cached.lock).map_err(reject)?;
+    if let Some(me) = plugin {
+        if cached.plugin != me {
+            return Err(reject(
+                "written by another build of the plugin (the .so was replaced: restart slurmd to rewrite the cache)"
+                    .into(),
+            ));
+        }
+    }
+    let boot = boot_id().map_err(|e| reject(format!("cannot read the boot id: {e}")))?;
+    if cached.boot_id != boot {
+        return Err(reject("written before the node last booted".into()));
+    }
+    Ok(Cached {
+        description: format!(
+            "slurmd's cache {} (written by pid {} at {}, discovery then took {:.1} ms)",
+            path.display(),
+            cached.writer_pid,
+            cached.written,
+            cached.discovery_ms
+        ),
+        topology: cached.topology,
+    })
+}
+
+/// The liveness proof: the lock file named in the cache is root's, mode 0600 (so only root
+/// could open it), and a `FLOCK` is held on it.
+fn writer_alive(dir: &TrustedDir, recorded: &str) -> Result<(), String> {
+    const STOPPED: &str = "no running slurmd holds it (written by a slurmd that has stopped, or copied by hand)";
+    let meta = match dir.stat(LOCK_NAME) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Err(format!("{STOPPED}: there is no {LOCK_NAME}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    if let Some(problem) = trusted_fs::problem(Kind::File, meta.kind, meta.uid, meta.mode) {
+        return Err(format!("{LOCK_NAME} {problem}"));
+    }
+    if meta.mode & 0o077 != 0 {
+        return Err(format!(
+            "{LOCK_NAME} can be opened by others (mode {:04o}), so its lock proves nothing",
+            meta.mode
+        ));
+    }
+    if format!("{}:{}", meta.dev, meta.ino) != recorded {
+        return Err(format!("{STOPPED}: {LOCK_NAME} is not the one the cache names"));
+    }
+    let locks = std::fs::read_to_string("/proc/locks").map_err(|e| format!("cannot read /proc/locks: {e}"))?;
+    if flock_held(&locks, meta.dev, meta.ino) {
+        Ok(())
+    } else {
+        Err(STOPPED.into())
+    }
+}
+
+/// Whether `/proc/locks` (its text) shows a granted `FLOCK` on the file `dev`/`ino`. Lines
+/// read `1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF` (device major and minor in hex,
+/// inode in decimal); `->` lines are waiters, not holders.
+pub fn flock_held(locks: &str, dev: u64, ino: u64) -> bool {
+    let want = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    locks.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&want.as_str())
+    })
+}
+
+fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
+    // SAFETY: `file` owns a valid open descriptor for the whole call; flock only reads it.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn boot_id() -> io::Result<String> {
+    let mut text = String::new();
+    File::open("/proc/sys/kernel/random/boot_id")?.take(128).read_to_string(&mut text)?;
+    Ok(text.trim().to_string())
+}
+
+/// A plugin file's identity: device, inode, size and modification time. A step's plugin
+/// accepts a cache only from the very file it was loaded from (an upgrade installs a new
+/// file by rename: a new inode); `check` computes it for the plugstack.conf entry.
+pub fn plugin_identity(path: &Path) -> io::Result<String> {
+    let meta = std::fs::metadata(path)?;
+    Ok(format!("{}:{}:{}:{}.{:09}", meta.dev(), meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::trusted_scratch;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tiny() -> Topology {
+        crate::load::from_xml_file(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies/e2e-2gpu.xml")).unwrap()
+    }
+
+    #[test]
+    fn proc_locks_lines() {
+        let dev = libc::makedev(0, 0x1a);
+        let text = "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF\n2: -> FLOCK  ADVISORY  WRITE 99 00:1a:9 0 EOF\n\
+                    3: POSIX  ADVISORY  WRITE 77 00:1a:42 0 EOF\n";
+        assert!(flock_held(text, dev, 5678));
+        assert!(!flock_held(text, dev, 9), "a waiter is not a holder");
+        assert!(!flock_held(text, dev, 42), "a POSIX lock is not slurmd's flock");
+        assert!(!flock_held(text, libc::makedev(8, 1), 5678), "another device");
+    }
+
+    #[test]
+    fn no_cache_is_absent_not_rejected() {
+        assert!(matches!(read(Path::new("/nonexistent/map-by-device"), None), Err(Miss::Absent(_))));
+        let Some(d) = trusted_scratch("cache-absent") else { return };
+        assert!(matches!(read(&d, None), Err(Miss::Absent(_))));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn round_trip_while_the_writer_holds_its_lock() {
+        let Some(d) = trusted_scratch("cache-roundtrip") else { return };
+        let sub = d.join("sub");
+        let written = write(&sub, "me", || Ok(tiny())).unwrap();
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!((mode(&written.path), mode(&sub), mode(&sub.join(LOCK_NAME))), (0o644, 0o755, 0o600));
+        let cached = read(&sub, Some("me")).map_err(|e| e.to_string()).unwrap();
+        assert_eq!(cached.topology, tiny());
+        assert!(cached.description.contains("slurmd's cache"), "{}", cached.description);
+        assert!(read(&sub, Some("other build")).unwrap_err().to_string().contains("another build"));
+        // slurmd stops: both files go, and a copy left behind would not be trusted.
+        std::fs::copy(&written.path, d.join("copy")).unwrap();
+        assert!(written.remove().unwrap());
+        assert!(!sub.join(LOCK_NAME).exists());
+        std::fs::rename(d.join("copy"), sub.join(FILE_NAME)).unwrap();
+        let e = read(&sub, None).unwrap_err().to_string();
+        assert!(e.contains("no running slurmd holds it"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_lock_anyone_can_take_proves_nothing() {
+        let Some(d) = trusted_scratch("cache-lock") else { return };
+        let written = write(&d, "me", || Ok(tiny())).unwrap();
+        let lock_path = d.join(LOCK_NAME);
+        // The real writer stops (its lock goes), and another process locks the leftovers.
+        let stale = std::fs::read(&written.path).unwrap();
+        drop(written);
+        std::fs::write(d.join(FILE_NAME), &stale).unwrap();
+        let other = File::open(&lock_path).unwrap();
+        flock(&other, libc::LOCK_SH).unwrap();
+        // Held by root through a root-only file: trusted (only root could do this).
+        assert!(read(&d, None).is_ok());
+        // Made openable by others: a lock on it proves nothing any more.
+        std::fs::set_permissions(&lock_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = read(&d, None).unwrap_err().to_string();
+        assert!(e.contains("can be opened by others (mode 0644)"), "{e}");
+        drop(other);
+        std::fs::set_permissions(&lock_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(read(&d, None).unwrap_err().to_string().contains("no running slurmd holds it"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_untrusted_or_foreign_file_is_rejected() {
+        let Some(d) = trusted_scratch("cache-tampered") else { return };
+        let written = write(&d, "me", || Ok(tiny())).unwrap();
+        let path = d.join(FILE_NAME);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = read(&d, None).unwrap_err().to_string();
+        assert!(e.contains("writable by group or others (mode 0666)"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+        assert!(read(&d, None).unwrap_err().to_string().contains("owned by uid 65534"));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, b"{}").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read(&d, None).unwrap_err().to_string().contains("not a cache this plugin can read"));
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
+        let e = read(&d, None).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        drop(written);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
