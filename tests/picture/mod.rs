@@ -87,7 +87,7 @@ fn painted(g: roxmltree::Node) -> Painted {
         .filter(|c| c.attribute("class") == Some("stripe"))
         .map(|c| (c.attribute("data-task").unwrap().parse().unwrap(), c.attribute("fill").unwrap().to_string()))
         .collect();
-    let outline = g.children().filter(|c| c.has_tag_name("rect")).next_back().expect("a painted group has a rect");
+    let outline = g.children().rfind(|c| c.has_tag_name("rect")).expect("a painted group has a rect");
     Painted { tasks: list(g.attribute("data-tasks").unwrap_or("")), stripes, rect: rect_of(outline), attrs: attrs(g) }
 }
 
