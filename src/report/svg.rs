@@ -26,7 +26,7 @@ use crate::spec::Spec;
 use crate::topology::ObjKind;
 use layout::{Core, Frame};
 use std::collections::BTreeMap;
-use xml::{char_width, fit, task_color, wrap, Svg};
+use xml::{char_width, fit, task_colors, wrap, Svg};
 
 const MARGIN: i64 = 12;
 const MIN_WIDTH: i64 = 760;
@@ -134,8 +134,8 @@ impl<'a> View<'a> {
 
     /// The plan's tasks: who is on which CPU and device, and a legend row each.
     fn tasks(&mut self, plan: &Plan) {
-        for (k, t) in plan.tasks.iter().enumerate() {
-            self.colors.insert(t.task, task_color(k));
+        for (t, color) in plan.tasks.iter().zip(task_colors(plan.tasks.len())) {
+            self.colors.insert(t.task, color);
             for cpu in t.cpus.iter().flat_map(CpuSet::iter) {
                 self.cpu_tasks.entry(cpu).or_default().push(t.task);
             }
@@ -223,7 +223,11 @@ impl<'a> View<'a> {
                 class: "device-row",
                 color: class_color(d.class).to_string(),
                 lines,
-                attrs: vec![("data-device", d.name.clone()), ("data-order", order.to_string())],
+                attrs: vec![
+                    ("data-device", d.name.clone()),
+                    ("data-order", order.to_string()),
+                    ("data-color", class_color(d.class).to_string()),
+                ],
             });
         }
     }

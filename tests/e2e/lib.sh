@@ -18,7 +18,7 @@
 # Layout: $E2E_DIR/{etc,munge,log,state,spool,lib,work}
 
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libudev-dev pkg-config jq)
+E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libudev-dev pkg-config jq chromium)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""

@@ -60,6 +60,8 @@ pub struct Picture {
     pub device_rows: Vec<(String, String, String)>,
     pub warnings: Vec<String>,
     pub refusal: Option<String>,
+    /// Every colour a legend entry declares (`data-color`), in document order.
+    pub colors: Vec<String>,
     /// Every rectangle and text position, for the bounds check.
     pub all_rects: Vec<Rect>,
 }
@@ -112,6 +114,9 @@ pub fn parse(svg: &str) -> Picture {
     for n in doc.descendants() {
         if n.has_tag_name("rect") {
             p.all_rects.push(rect_of(n));
+        }
+        if let Some(c) = n.attribute("data-color") {
+            p.colors.push(c.to_string());
         }
         match n.attribute("class") {
             Some("pu") => {
@@ -183,6 +188,7 @@ impl Picture {
         for (name, order, text) in &self.device_rows {
             let _ = writeln!(s, "row {name} {order}\n{text}");
         }
+        let _ = writeln!(s, "colours {:?}", self.colors);
         for w in &self.warnings {
             let _ = writeln!(s, "warning {w}");
         }

@@ -137,21 +137,29 @@ pub fn fit(text: &str, max: usize) -> String {
     s
 }
 
-/// The colour of task `i`: twelve well-separated colours first, then hues a golden angle
-/// apart at three lightnesses, so that every task of a step has a colour of its own.
-pub fn task_color(i: usize) -> String {
+/// Colours for `n` tasks, all different: twelve well-separated colours first, then hues a
+/// golden angle apart at three lightnesses and three saturations (a candidate that rounds to
+/// a colour already given is skipped), so that every task of a step has a colour of its own.
+pub fn task_colors(n: usize) -> Vec<String> {
     const FIRST: [&str; 12] = [
         "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#17becf",
         "#bcbd22", "#7f3c8d",
     ];
-    if let Some(c) = FIRST.get(i) {
-        return (*c).to_string();
+    let mut out: Vec<String> = FIRST.iter().take(n).map(|c| c.to_string()).collect();
+    let mut seen: std::collections::HashSet<String> = out.iter().cloned().collect();
+    let mut k = 0usize;
+    while out.len() < n {
+        let hue = (k as f64 * 137.507_764 + 15.0) % 360.0;
+        let light = [0.42, 0.62, 0.52][k % 3];
+        let sat = [0.62, 0.45, 0.8][(k / 3) % 3];
+        let (r, g, b) = hsl_to_rgb(hue, sat, light);
+        let c = format!("#{r:02x}{g:02x}{b:02x}");
+        if seen.insert(c.clone()) {
+            out.push(c);
+        }
+        k += 1;
     }
-    let k = i - FIRST.len();
-    let hue = (k as f64 * 137.507_764 + 15.0) % 360.0;
-    let light = [0.42, 0.62, 0.52][k % 3];
-    let (r, g, b) = hsl_to_rgb(hue, 0.62, light);
-    format!("#{r:02x}{g:02x}{b:02x}")
+    out
 }
 
 fn hsl_to_rgb(h: f64, s: f64, l: f64) -> (u8, u8, u8) {
@@ -189,7 +197,9 @@ mod tests {
 
     #[test]
     fn task_colors_are_distinct() {
-        let colors: std::collections::BTreeSet<String> = (0..1024).map(task_color).collect();
-        assert_eq!(colors.len(), 1024);
+        let colors = task_colors(4096);
+        assert_eq!(colors.len(), 4096);
+        assert_eq!(colors.iter().collect::<std::collections::BTreeSet<_>>().len(), 4096);
+        assert_eq!(task_colors(2), ["#4e79a7", "#f28e2b"]);
     }
 }
