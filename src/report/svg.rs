@@ -46,6 +46,13 @@ pub fn plan_svg(node: &Node, spec: &Spec, facts: &StepFacts, outcome: Result<&Pl
         let g: Vec<String> = g.iter().map(u32::to_string).collect();
         caption.push_str(&format!(" --step-gpus {}", g.join(",")));
     }
+    if let Some(t) = &facts.task_cpus {
+        let t: Vec<String> = t.iter().map(CpuSet::to_list).collect();
+        caption.push_str(&format!(" --task-cpus '{}'", t.join(";")));
+    }
+    for (k, v) in &facts.env {
+        caption.push_str(&format!(" --env {k}={v}"));
+    }
     let mut view = View::new(node, "plan", caption, (0..node.devices.len()).collect());
     match outcome {
         Ok(plan) => {
