@@ -204,3 +204,27 @@ fn the_checks_catch_a_wrong_picture() {
     moved.devices.get_mut("cuda0").unwrap().rect.x = 0;
     assert!(!moved.check_geometry(&node).is_empty());
 }
+
+#[test]
+fn cpus_outside_the_step_are_greyed() {
+    let node = node(&root().join("topologies/turin-h200.xml"));
+    let spec = Spec::parse("gpu").unwrap();
+    for (allowed, ok) in [("16-31", true), ("0-15", false)] {
+        let facts = StepFacts {
+            ntasks: 1,
+            allowed_cpus: Some(map_by_device::cpuset::CpuSet::parse_list(allowed).unwrap()),
+            ..StepFacts::default()
+        };
+        let outcome = plan(&spec, &node, &facts);
+        assert_eq!(outcome.is_ok(), ok);
+        let svg = plan_svg(&node, &spec, &facts, outcome.as_ref());
+        let p = picture::parse(&svg);
+        assert!(p.check_plan(&node, outcome.as_ref()).is_empty());
+        let step = map_by_device::cpuset::CpuSet::parse_list(allowed).unwrap();
+        for (cpu, c) in &p.pus {
+            let outside = c.attrs.get("data-outside-step").is_some();
+            assert_eq!(outside, !step.contains(*cpu), "CPU {cpu}");
+        }
+        assert!(svg.contains(&format!("--allowed-cpus {allowed}")));
+    }
+}

@@ -54,6 +54,7 @@ pub fn plan_svg(node: &Node, spec: &Spec, facts: &StepFacts, outcome: Result<&Pl
         caption.push_str(&format!(" --env {k}={v}"));
     }
     let mut view = View::new(node, "plan", caption, (0..node.devices.len()).collect());
+    view.allowed.clone_from(&facts.allowed_cpus);
     match outcome {
         Ok(plan) => {
             view.tasks(plan);
@@ -67,8 +68,7 @@ pub fn plan_svg(node: &Node, spec: &Spec, facts: &StepFacts, outcome: Result<&Pl
 /// The node and `devices` (in mapping order) as a picture, each class in its colour.
 /// `filter` is the `--class` the list was made with, for the caption.
 pub fn devices_svg(node: &Node, filter: Option<&str>, devices: &[&Device]) -> String {
-    let shown: Vec<usize> =
-        devices.iter().filter_map(|d| node.devices.iter().position(|x| std::ptr::eq(x, *d))).collect();
+    let shown: Vec<usize> = devices.iter().filter_map(|d| node.devices.iter().position(|x| x == *d)).collect();
     let caption = filter.map_or_else(|| "devices".to_string(), |c| format!("devices --class {c}"));
     let mut view = View::new(node, "devices", caption, shown);
     view.device_rows();
@@ -97,6 +97,8 @@ struct View<'a> {
     warnings: Vec<String>,
     refusal: Option<String>,
     rows: Vec<Row>,
+    /// The step's CPUs when they are not the whole node: the others are greyed.
+    allowed: Option<CpuSet>,
 }
 
 fn class_color(class: DeviceClass) -> &'static str {
@@ -136,6 +138,7 @@ impl<'a> View<'a> {
             warnings: Vec::new(),
             refusal: None,
             rows: Vec::new(),
+            allowed: None,
         }
     }
 
@@ -261,7 +264,13 @@ impl<'a> View<'a> {
         let title = format!("{} — map-by-device {}", self.node.hostname(), self.caption);
         svg.text(MARGIN, y, 15, &title, &[("font-weight", "bold"), ("class", "caption")]);
         y += 6;
-        let note = if self.kind == "plan" { format!("{FOLD_NOTE} {STRIPES_NOTE}") } else { FOLD_NOTE.to_string() };
+        let mut note = FOLD_NOTE.to_string();
+        if self.kind == "plan" {
+            note = format!("{note} {STRIPES_NOTE}");
+        }
+        if let Some(a) = &self.allowed {
+            note = format!("{note} Grey cells: CPUs outside the step's CPUs ({a}).");
+        }
         for line in [self.summary(), note] {
             for l in wrap(&line, chars) {
                 y += LINE_H;
@@ -317,6 +326,8 @@ const FRAME_SPACE: i64 = 6;
 const FOLD_NOTE: &str = "Each cell is a core and each row in it a hardware thread, numbered by OS CPU (the numbers \
     of taskset and the plan); caches private to a core are not drawn; devices sit at the bottom of the box of their \
     locality.";
+/// The fill of a CPU that is not the step's.
+const OUTSIDE: &str = "#c8c8c8";
 const STRIPES_NOTE: &str = "Stripes: several tasks on one CPU or device.";
 
 /// Drawing the machine: frames, cells, devices.
@@ -357,10 +368,17 @@ impl View<'_> {
         for (k, &cpu) in c.pus.iter().enumerate() {
             let y = c.y + row_h * k as i64;
             let tasks = self.cpu_tasks.get(&cpu).map(Vec::as_slice).unwrap_or_default();
-            svg.group(&[("class", "pu"), ("data-cpu", &cpu.to_string()), ("data-tasks", &ids(tasks))]);
+            let outside = self.allowed.as_ref().is_some_and(|a| !a.contains(cpu));
+            let (cpu_text, task_text) = (cpu.to_string(), ids(tasks));
+            let mut attrs = vec![("class", "pu"), ("data-cpu", cpu_text.as_str()), ("data-tasks", task_text.as_str())];
+            if outside {
+                attrs.push(("data-outside-step", "true"));
+            }
+            svg.group(&attrs);
             let who = if tasks.is_empty() { "no task".to_string() } else { plural(tasks) };
-            svg.title(&format!("CPU {cpu} ({name}): {who}"));
-            self.paint(svg, (c.x, y, layout::CELL_W, row_h), tasks, "#ffffff");
+            let step = if outside { ", not one of the step's CPUs" } else { "" };
+            svg.title(&format!("CPU {cpu} ({name}{step}): {who}"));
+            self.paint(svg, (c.x, y, layout::CELL_W, row_h), tasks, if outside { OUTSIDE } else { "#ffffff" });
             svg.rect(c.x, y, layout::CELL_W, row_h, &[("fill", "none"), ("stroke", "#8c8c8c")]);
             let label = cpu.to_string();
             svg.text(c.x + layout::CELL_W / 2, y + row_h / 2 + 3, 9, &label, HALO);
