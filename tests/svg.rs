@@ -222,7 +222,7 @@ fn cpus_outside_the_step_are_greyed() {
         assert!(p.check_plan(&node, outcome.as_ref()).is_empty());
         let step = map_by_device::cpuset::CpuSet::parse_list(allowed).unwrap();
         for (cpu, c) in &p.pus {
-            let outside = c.attrs.get("data-outside-step").is_some();
+            let outside = c.attrs.contains_key("data-outside-step");
             assert_eq!(outside, !step.contains(*cpu), "CPU {cpu}");
         }
         assert!(svg.contains(&format!("--allowed-cpus {allowed}")));
