@@ -28,6 +28,7 @@ echo "== cargo test --workspace"
 cargo test --workspace
 echo "== tests/e2e/run.sh"
 "$ROOT/tests/e2e/run.sh"
+echo "== tests/browser/run.sh" && "$ROOT/tests/browser/run.sh"
 echo "== tests/package/run.sh"
 "$ROOT/tests/package/run.sh"
 echo "all tests passed in $((SECONDS - t0)) s"

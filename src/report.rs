@@ -1,6 +1,8 @@
 //! How devices and plans are shown: the one-line task report (`verbose` in the plugin, the
-//! CLI's table rows) and the CLI's JSON. One place, so the plugin and the preview tool say
-//! the same thing about the same plan.
+//! CLI's table rows), the CLI's JSON, and the pictures ([`svg`]). One place, so the plugin
+//! and the preview tool say the same thing about the same plan.
+
+pub mod svg;
 
 use crate::device::Device;
 use crate::node::Node;

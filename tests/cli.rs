@@ -68,6 +68,13 @@ fn set(words: &[&'static str]) -> BTreeSet<&'static str> {
 struct TempDir(PathBuf);
 
 impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("mbd-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
     /// A directory whose files the plugin (and so `check`) would read as config files and
     /// cache directories: root's, under directories only root can write (below the
     /// crate's target directory). `None`, with a line saying so, where that cannot be had
@@ -228,6 +235,31 @@ fn usage_errors_exit_2() {
 // --- check ------------------------------------------------------------------------------
 
 /// Every fixture XML in `topologies/`.
+#[test]
+fn svg_pictures_are_written_beside_the_usual_output() {
+    let dir = TempDir::new("svg");
+    let file = |name: &str| dir.0.join(name).display().to_string();
+    let turin = topo("turin-h200.xml");
+    // plan: the table on stdout as without --svg, and the picture in the file.
+    let table = ok(&["plan", "--topology", &turin, "-n", "2", "gpu"]);
+    let with = ok(&["plan", "--topology", &turin, "-n", "2", "gpu", "--svg", &file("plan.svg")]);
+    assert_eq!(table, with);
+    let svg = std::fs::read_to_string(file("plan.svg")).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.contains("data-view=\"plan\"") && svg.contains("data-task=\"1\""));
+    // A refused plan: exit 2, the one error line, and the picture of the node with the refusal.
+    let err = refused(&["plan", "--topology", &turin, "-n", "5", "gpu", "--svg", &file("refused.svg")]);
+    let svg = std::fs::read_to_string(file("refused.svg")).unwrap();
+    let message = err.trim_end().trim_start_matches("map-by-device: error: ");
+    assert!(svg.contains("class=\"refusal\"") && svg.contains(message), "{message}");
+    // devices, filtered like the table.
+    ok(&["devices", "--topology", &turin, "--class", "gpu", "--svg", &file("gpus.svg")]);
+    let svg = std::fs::read_to_string(file("gpus.svg")).unwrap();
+    assert_eq!(svg.matches("class=\"device\"").count(), 4);
+    // A file that cannot be written is a usage error naming it.
+    let err = refused(&["devices", "--topology", &turin, "--svg", "/nonexistent-dir/x.svg"]);
+    assert!(err.contains("cannot write --svg /nonexistent-dir/x.svg"), "{err}");
+}
+
 fn fixtures() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root().join("topologies"))
         .unwrap()

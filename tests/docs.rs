@@ -5,6 +5,11 @@
 //! Other commands in console blocks (`srun`, `sbatch`) are not run here: the end-to-end and
 //! package suites run them on a real Slurm.
 //!
+//! A documented command with `--svg docs/pictures/NAME.svg` draws into a temporary file
+//! instead, which must be byte for byte the committed picture: a renderer change that is not
+//! regenerated fails here (rerun the command from the repository root to regenerate). Every
+//! picture in `docs/pictures/` is drawn by a documented command and shown by a doc.
+//!
 //! Also checked: every variable the engine can write has a section in `docs/variables.md`
 //! and appears in `map-by-device(8)`; every qualifier appears in both man pages' sources;
 //! every subcommand and flag of the CLI appears in `map-by-device(1)`; every key of the
@@ -155,7 +160,11 @@ fn documented_commands_print_what_the_docs_show() {
     for file in doc_files() {
         for ex in examples(&file) {
             count += 1;
-            let args = words(&ex.command);
+            let mut args = words(&ex.command);
+            // --svg PATH: draw into a temporary file, compared with the committed PATH below.
+            let picture = args.iter().position(|a| a == "--svg").and_then(|i| args.get(i + 1).map(|_| i + 1));
+            let drawn = std::env::temp_dir().join(format!("mbd-docs-{}-{count}.svg", std::process::id()));
+            let committed = picture.map(|i| std::mem::replace(&mut args[i], drawn.display().to_string()));
             let out = Command::new(BIN)
                 .args(&args[1..])
                 .current_dir(root())
@@ -165,6 +174,16 @@ fn documented_commands_print_what_the_docs_show() {
                 .unwrap();
             let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
             let actual: Vec<&str> = text.lines().collect();
+            if let Some(committed) = committed {
+                let now = std::fs::read(&drawn).unwrap_or_default();
+                let _ = std::fs::remove_file(&drawn);
+                if std::fs::read(root().join(&committed)).ok() != Some(now) {
+                    failures.push(format!(
+                        "{}:{}: {committed} is not what `$ {}` draws now: run it from the repository root",
+                        ex.file, ex.line, ex.command
+                    ));
+                }
+            }
             let mut expected = ex.expected.clone();
             while expected.last().is_some_and(|l| l.trim().is_empty()) {
                 expected.pop();
@@ -188,6 +207,36 @@ fn documented_commands_print_what_the_docs_show() {
         failures.len(),
         failures.join("\n\n")
     );
+}
+
+#[test]
+fn every_picture_is_drawn_by_a_documented_command_and_shown() {
+    let mut drawn = Vec::new();
+    let mut text = String::new();
+    for file in doc_files() {
+        text.push_str(&read(&file));
+        for ex in examples(&file) {
+            let args = words(&ex.command);
+            if let Some(i) = args.iter().position(|a| a == "--svg") {
+                drawn.push(args.get(i + 1).cloned().unwrap_or_default());
+            }
+        }
+    }
+    let mut pictures: Vec<String> = std::fs::read_dir(root().join("docs/pictures"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| format!("docs/pictures/{}", e.file_name().to_string_lossy()))
+        .collect();
+    pictures.sort();
+    assert!(pictures.len() >= 3, "{pictures:?}");
+    for p in &pictures {
+        assert!(drawn.contains(p), "{p} is drawn by no documented command (a stale picture?)");
+        let link = format!("]({})", p.trim_start_matches("docs/"));
+        assert!(text.contains(&link), "no doc shows {p} (expected an image link {link})");
+    }
+    for d in &drawn {
+        assert!(pictures.contains(d), "a documented command draws {d}, which is not committed");
+    }
 }
 
 #[test]

@@ -41,6 +41,9 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Also draw the node and these devices as an SVG picture in FILE.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Show the plan for one step on this node: each task's devices, CPUs and variables.
     Plan(PlanArgs),
@@ -111,6 +114,9 @@ struct PlanArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Also draw the plan as an SVG picture in FILE (written for a refused plan too).
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
     /// The --map-by-device spec.
     spec: String,
 }
@@ -408,11 +414,15 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
     Ok((report.text, report.ready))
 }
 
+fn write_svg(path: &Path, svg: &str) -> Result<(), String> {
+    std::fs::write(path, svg).map_err(|e| format!("cannot write --svg {}: {e}", path.display()))
+}
+
 /// Runs one command: its output, and whether it succeeded (`false`: `check` found the node
 /// not ready, exit 1). `Err` is a refusal or usage error (exit 2).
 fn run(cli: Cli) -> Result<(String, bool), String> {
     match cli.command {
-        Command::Devices { source, class, json } => {
+        Command::Devices { source, class, json, svg } => {
             let node = node_from(&source)?;
             let filter = class.as_deref().map(Spec::parse).transpose().map_err(|e| e.to_string())?.map(|s| s.target);
             let devices: Vec<&Device> = node
@@ -424,6 +434,9 @@ fn run(cli: Cli) -> Result<(String, bool), String> {
                     Some(Target::Name(n)) => d.answers_to(n),
                 })
                 .collect();
+            if let Some(path) = &svg {
+                write_svg(path, &report::svg::devices_svg(&node, class.as_deref(), &devices))?;
+            }
             let text = if json { format!("{}\n", report::devices_json(&devices)) } else { devices_table(&devices) };
             Ok((text, true))
         }
@@ -431,7 +444,11 @@ fn run(cli: Cli) -> Result<(String, bool), String> {
             let spec = Spec::parse(&args.spec).map_err(|e| e.to_string())?;
             let facts = facts_from(&args)?;
             let node = node_from(&args.source)?;
-            let plan = plan(&spec, &node, &facts).map_err(|e| e.to_string())?;
+            let outcome = plan(&spec, &node, &facts);
+            if let Some(path) = &args.svg {
+                write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
+            }
+            let plan = outcome.map_err(|e| e.to_string())?;
             if args.json {
                 return Ok((format!("{}\n", report::plan_json(&node, &plan)), true));
             }

@@ -19,8 +19,8 @@
 
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # libhwloc-plugins: hwloc's PCI component, and its gl component that the security cases
-# prove is never run; python3: their fake X server.
-E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libhwloc-plugins libudev-dev pkg-config jq python3)
+# prove is never run; python3: their fake X server; chromium: the pictures' browser test.
+E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libhwloc-plugins libudev-dev pkg-config jq python3 chromium)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""

@@ -67,7 +67,8 @@ check "Depends on nothing past that Slurm release (<< $slurm_next~)" \
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
 for f in "$plugin" /usr/bin/map-by-device "$snippet" /usr/share/man/man1/map-by-device.1.gz \
     /usr/share/man/man8/map-by-device.8.gz /usr/share/doc/map-by-device/README.md \
-    /usr/share/doc/map-by-device/admin-guide.md /usr/share/doc/map-by-device/user-guide.md "$topology"; do
+    /usr/share/doc/map-by-device/admin-guide.md /usr/share/doc/map-by-device/user-guide.md "$topology" \
+    /usr/share/doc/map-by-device/pictures/turin-h200-interleave.svg; do
     check "contains $f" grep -qx "$f" <<<"$contents"
 done
 check "the snippet is a conffile" grep -qx "$snippet" <<<"$(dpkg-deb -I "$deb" conffiles)"

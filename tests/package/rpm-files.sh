@@ -30,6 +30,8 @@ expected=$(
             /usr/share/man/man1/map-by-device.1 /usr/share/man/man8/map-by-device.8 \
             /usr/share/map-by-device /usr/share/map-by-device/topologies
         for f in "$repo"/docs/*.md; do echo "/usr/share/doc/map-by-device/$(basename "$f")"; done
+        echo /usr/share/doc/map-by-device/pictures
+        for f in "$repo"/docs/pictures/*.svg; do echo "/usr/share/doc/map-by-device/pictures/$(basename "$f")"; done
         for f in "$repo"/topologies/*.xml; do echo "/usr/share/map-by-device/topologies/$(basename "$f")"; done
         for f in plugstack.conf.example map-by-device.toml.example; do
             if [[ -f $repo/$f ]]; then echo "/usr/share/doc/map-by-device/examples/$f"; fi
