@@ -330,7 +330,7 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
     };
 
     let ze = node.options.ze_hierarchy;
-    let level_zero = node.devices.iter().filter(|d| matches!(d.identity, Some(GpuIdentity::LevelZero { .. }))).count();
+    let level_zero = node.devices.iter().filter(|d| matches!(d.gpu_id(), Some(GpuIdentity::LevelZero { .. }))).count();
     if level_zero > 0 && ze.is_none() {
         problems.push(format!(
             "{level_zero} Level Zero GPUs, but the hierarchy model their ordinals were recorded under is unknown, so \
@@ -352,7 +352,7 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
             };
             for w in warnings {
                 // The Level Zero model is reported once, above.
-                if !matches!(d.identity, Some(GpuIdentity::LevelZero { .. })) && !notes.contains(&w) {
+                if !matches!(d.gpu_id(), Some(GpuIdentity::LevelZero { .. })) && !notes.contains(&w) {
                     notes.push(w);
                 }
             }
@@ -381,7 +381,7 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         .topology
         .pci
         .iter()
-        .filter(|f| f.class_id >> 8 == 0x03 && !gpu_busids.contains(&f.busid.to_string()))
+        .filter(|f| f.is_display() && !gpu_busids.contains(&f.busid.to_string()))
         .map(|f| {
             let names: Vec<&str> = f.osdevs.iter().map(|o| o.name.as_str()).collect();
             format!("{} {}", f.busid, if names.is_empty() { "(no OS device)".to_string() } else { names.join(" ") })
@@ -410,9 +410,9 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         ));
     }
 
-    let default = match config.and_then(|c| c.default.clone()) {
+    let default = match config.and_then(|c| c.default.as_ref()) {
         None => DefaultOutcome::NotConfigured,
-        Some(text) => default_outcome(node, &text),
+        Some(spec) => default_outcome(node, spec),
     };
     match &default {
         // Already listed as a GPU problem: say so rather than repeat it.
@@ -456,8 +456,8 @@ pub fn cache_state(probe: &CacheProbe) -> CacheState {
 
 /// How `d` is named, or the refusal a job mapping it alone would get (the engine's words).
 fn gpu_naming(node: &Node, d: &Device) -> GpuNaming {
-    if let Some(id) = &d.identity {
-        let source = match &d.identity_source {
+    if let Some(id) = d.gpu_id() {
+        let source = match d.identity_source() {
             Some(IdentitySource::Hwloc { osdev, key }) => format!("hwloc: {key} of {osdev}"),
             Some(IdentitySource::DriverFile { path }) => format!("driver file {path}"),
             None => "hwloc".to_string(),
@@ -473,23 +473,19 @@ fn gpu_naming(node: &Node, d: &Device) -> GpuNaming {
             "GPU {} at {} has no identity: {}",
             d.name,
             d.busid_text(),
-            d.identity_problem.as_deref().unwrap_or("unknown reason")
+            d.identity_problem().unwrap_or("unknown reason")
         ),
     };
     GpuNaming::Refused { message }
 }
 
 /// Plans the default for one task, as the plugin would for a one-task step.
-fn default_outcome(node: &Node, text: &str) -> DefaultOutcome {
-    let spec = match Spec::parse(text) {
-        Ok(s) => s,
-        // Config already refuses a bad default; keep the report honest if one slips through.
-        Err(e) => return DefaultOutcome::Refused { spec: text.to_string(), message: e.to_string() },
-    };
+fn default_outcome(node: &Node, spec: &Spec) -> DefaultOutcome {
     if spec.is_none() {
         return DefaultOutcome::Off;
     }
-    match plan(&spec, node, &StepFacts { ntasks: 1, ..StepFacts::default() }) {
+    let text = spec.to_string();
+    match plan(spec, node, &StepFacts { ntasks: 1, ..StepFacts::default() }) {
         Ok(p) => DefaultOutcome::Maps {
             spec: text.to_string(),
             task: p.tasks.first().map(|t| report::task_line(node, t)).unwrap_or_default(),
@@ -582,7 +578,7 @@ fn render(r: &CheckReport, input: &CheckInput<'_>) -> String {
                     let _ = writeln!(
                         out,
                         "    default           {}",
-                        c.default.as_deref().unwrap_or("(none: jobs map only when they ask)")
+                        c.default.as_ref().map_or("(none: jobs map only when they ask)".to_string(), Spec::to_string)
                     );
                     let _ = writeln!(
                         out,

@@ -25,9 +25,9 @@ use std::path::{Path, PathBuf};
 /// The plugin's settings, resolved from the plugstack arguments and the `config=` file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
-    /// The spec text applied when a job gives none (validated by [`Spec::parse`]); an admin
-    /// default is soft: a node it cannot map runs the job unmapped.
-    pub default: Option<String>,
+    /// The spec applied when a job gives none, parsed once here; an admin default is soft: a
+    /// node it cannot map runs the job unmapped.
+    pub default: Option<Spec>,
     /// An lstopo XML to read instead of discovering the node live (absolute).
     pub topology: Option<PathBuf>,
     /// The root of `/proc` for driver identity files (absolute; file only). Unset, the plugin
@@ -274,18 +274,10 @@ impl Config {
     pub fn discovery_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(u64::from(self.discovery_timeout.unwrap_or(DEFAULT_DISCOVERY_TIMEOUT)))
     }
-
-    /// The parsed default spec, if any (`default` was validated when it was read).
-    pub fn default_spec(&self) -> Option<Spec> {
-        self.default.as_deref().and_then(|t| Spec::parse(t).ok())
-    }
 }
 
-fn checked_default(text: String, origin: &str) -> Result<String, ConfigError> {
-    match Spec::parse(&text) {
-        Ok(_) => Ok(text),
-        Err(source) => Err(ConfigError::BadDefault { origin: origin.to_string(), text, source }),
-    }
+fn checked_default(text: String, origin: &str) -> Result<Spec, ConfigError> {
+    Spec::parse(&text).map_err(|source| ConfigError::BadDefault { origin: origin.to_string(), text, source })
 }
 
 fn absolute(key: &'static str, path: PathBuf, origin: &str, example: &'static str) -> Result<PathBuf, ConfigError> {
@@ -354,10 +346,9 @@ mod tests {
     #[test]
     fn plugstack_arguments() {
         let c = Config::from_plugin_args(&args(&["default=gpu:verbose", "topology=/etc/slurm/t.xml"])).unwrap();
-        assert_eq!(c.default.as_deref(), Some("gpu:verbose"));
+        assert_eq!(c.default.as_ref().map(Spec::to_string).as_deref(), Some("gpu:verbose"));
         assert_eq!(c.topology.as_deref(), Some(Path::new("/etc/slurm/t.xml")));
-        assert_eq!(c.default_spec().unwrap().to_string(), "gpu:verbose");
-        assert!(Config::from_plugin_args(&args(&["default=none"])).unwrap().default_spec().unwrap().is_none());
+        assert!(Config::from_plugin_args(&args(&["default=none"])).unwrap().default.unwrap().is_none());
         assert_eq!(Config::default().discovery_timeout().as_secs(), u64::from(DEFAULT_DISCOVERY_TIMEOUT));
     }
 
@@ -395,7 +386,7 @@ mod tests {
         assert_eq!(
             c,
             Config {
-                default: Some("network".into()),
+                default: Some(Spec::parse("network").unwrap()),
                 topology: Some("/etc/a.xml".into()),
                 proc_root: Some("/host/proc".into()),
                 sys_root: Some("/host/sys".into()),
@@ -409,7 +400,7 @@ mod tests {
         // The plugstack line wins over the file, whatever the order of the arguments.
         let arg = f.arg();
         let c = parse(&args(&["default=gpu", arg.as_str(), "topology=/etc/b.xml"])).unwrap();
-        assert_eq!(c.default.as_deref(), Some("gpu"));
+        assert_eq!(c.default.as_ref().map(Spec::to_string).as_deref(), Some("gpu"));
         assert_eq!(c.topology.as_deref(), Some(Path::new("/etc/b.xml")));
         assert_eq!(c.proc_root.as_deref(), Some(Path::new("/host/proc")));
     }
@@ -425,7 +416,7 @@ mod tests {
         let path = dir.join("map-by-device.toml");
         std::fs::write(&path, "default = \"gpu\"\ndiscovery_timeout = 7\n").unwrap();
         let c = Config::from_plugin_args(&[format!("config={}", path.display())]).unwrap();
-        assert_eq!((c.default.as_deref(), c.discovery_timeout().as_secs()), (Some("gpu"), 7));
+        assert_eq!((c.default.as_ref().map(Spec::to_string), c.discovery_timeout().as_secs()), (Some("gpu".into()), 7));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

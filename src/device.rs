@@ -102,6 +102,25 @@ pub enum GpuIdentity {
 }
 
 impl GpuIdentity {
+    /// An AMD identity from the unique id as hwloc's ROCm SMI backend (`AMDUUID`, `%llx`,
+    /// leading zeros dropped) or the amdgpu driver (`%016llx`) writes it; ROCr wants `GPU-` +
+    /// 16 hex digits. AMD SMI's 8-4-4-4-12 form is no ROCr token; zero means "no id".
+    pub fn amd(value: &str) -> Result<GpuIdentity, String> {
+        let v = value.trim().trim_start_matches("0x").to_ascii_lowercase();
+        if v.contains('-') {
+            return Err("the AMD SMI UUID form (8-4-4-4-12) is not accepted by ROCR_VISIBLE_DEVICES; use an hwloc \
+                        whose RSMI backend uses ROCm SMI (HWLOC_RSMI_BACKEND=rocm) or the driver's unique_id"
+                .into());
+        }
+        if v.is_empty() || v.len() > 16 || !v.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err("not up to 16 hex digits".into());
+        }
+        if v.chars().all(|c| c == '0') {
+            return Err("zero means the GPU has no unique id".into());
+        }
+        Ok(GpuIdentity::Amd { unique_id: format!("{v:0>16}") })
+    }
+
     /// The text shown to users and matched by a name spec (`GPU-...`, `ze:0.1`).
     pub fn display_id(&self) -> String {
         match self {
@@ -121,6 +140,15 @@ pub enum IdentitySource {
     DriverFile { path: String },
 }
 
+/// What a GPU is called by its vendor's runtime, or why it cannot be named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// The runtime's name for it, and where that came from.
+    Named { id: GpuIdentity, source: IdentitySource },
+    /// No usable identity: missing backend info, a malformed or duplicated value ...
+    Missing { reason: String },
+}
+
 /// One device of the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
@@ -134,11 +162,9 @@ pub struct Device {
     pub vendor: Vendor,
     pub pci_vendor_id: Option<u16>,
     pub pci_class_id: Option<u16>,
-    /// The identity the vendor runtime accepts (GPUs only).
-    pub identity: Option<GpuIdentity>,
-    pub identity_source: Option<IdentitySource>,
-    /// Why a GPU has no identity (missing backend info, duplicated values ...).
-    pub identity_problem: Option<String>,
+    /// GPUs only: the identity the vendor runtime accepts, or why there is none. `None` for
+    /// devices that need none (network, block).
+    pub identity: Option<Identity>,
     /// The CPUs of the nearest non-I/O ancestor.
     pub locality: CpuSet,
     /// Index of that ancestor in [`crate::topology::Topology::objects`].
@@ -152,6 +178,30 @@ pub struct Device {
 }
 
 impl Device {
+    /// The vendor identity, if the GPU has one.
+    pub fn gpu_id(&self) -> Option<&GpuIdentity> {
+        match &self.identity {
+            Some(Identity::Named { id, .. }) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// Where the GPU's identity came from.
+    pub fn identity_source(&self) -> Option<&IdentitySource> {
+        match &self.identity {
+            Some(Identity::Named { source, .. }) => Some(source),
+            _ => None,
+        }
+    }
+
+    /// Why the GPU has no identity.
+    pub fn identity_problem(&self) -> Option<&str> {
+        match &self.identity {
+            Some(Identity::Missing { reason }) => Some(reason),
+            _ => None,
+        }
+    }
+
     /// The bus id as text, or `-` for a device with no PCI parent.
     pub fn busid_text(&self) -> String {
         self.busid.map(|b| b.to_string()).unwrap_or_else(|| "-".into())
@@ -160,7 +210,7 @@ impl Device {
     /// Whether a name spec (`mlx5_0`, `GPU-46f7...`, `0000:06:00.0`, a PMIx id) names this device.
     pub fn answers_to(&self, name: &str) -> bool {
         self.osnames.iter().any(|n| n == name)
-            || self.identity.as_ref().is_some_and(|id| id.display_id().eq_ignore_ascii_case(name))
+            || self.gpu_id().is_some_and(|id| id.display_id().eq_ignore_ascii_case(name))
             || self.pmix_id.as_deref() == Some(name)
             || self.busid.is_some_and(|b| b.to_string() == name.to_ascii_lowercase())
     }

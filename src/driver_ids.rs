@@ -10,24 +10,51 @@
 //! can point them at fixture trees (`topologies/drivers/`). Nothing is guessed: a file that
 //! is absent gives no identity, and a malformed one is a problem that names the file.
 
-use crate::device::{GpuIdentity, IdentitySource, Vendor};
-use crate::node::NodeOptions;
+use crate::device::{Device, GpuIdentity, Identity, IdentitySource, Vendor};
 use crate::topology::{PciBusId, Topology};
 use std::path::{Path, PathBuf};
 
 /// Files larger than this are not driver files; refuse rather than read them whole.
 const MAX_FILE: u64 = 64 * 1024;
 
-fn read_small(path: &Path) -> Result<Option<String>, String> {
+/// A driver file that exists but cannot give an identity. Keeps the path and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {problem}", path.display())]
+pub struct DriverFileError {
+    pub path: PathBuf,
+    pub problem: DriverFileProblem,
+}
+
+/// What is wrong with a driver file.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverFileProblem {
+    #[error("cannot read it: {0}")]
+    Unreadable(std::io::Error),
+    #[error("{0} bytes, too large for a driver file")]
+    TooLarge(u64),
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// Where driver files are read from: the roots the admin's config gives (or `/proc`, `/sys`
+/// for the node's own topology); `None` = do not read that vendor's files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Roots<'a> {
+    pub proc_root: Option<&'a Path>,
+    pub sys_root: Option<&'a Path>,
+}
+
+fn read_small(path: &Path) -> Result<Option<String>, DriverFileError> {
+    let fail = |problem| DriverFileError { path: path.to_path_buf(), problem };
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(fail(DriverFileProblem::Unreadable(e))),
     };
     if meta.len() > MAX_FILE {
-        return Err(format!("{} is {} bytes, too large for a driver file", path.display(), meta.len()));
+        return Err(fail(DriverFileProblem::TooLarge(meta.len())));
     }
-    std::fs::read_to_string(path).map(Some).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    std::fs::read_to_string(path).map(Some).map_err(|e| fail(DriverFileProblem::Unreadable(e)))
 }
 
 /// The NVIDIA driver's information file for `busid`.
@@ -62,29 +89,38 @@ pub fn parse_nvidia_information(text: &str) -> Result<String, String> {
     Err("no 'GPU UUID:' line (the driver leaves it out when its UUID cache is invalid)".into())
 }
 
-/// The identity of the GPU at `busid` from its driver's files, if the admin configured the
-/// roots and the file exists. `Err` names the file and what is wrong with it.
+/// The identity of the GPU at `busid` from its driver's files, if the roots are set and the
+/// file exists.
 pub fn lookup(
     vendor: Vendor,
     busid: PciBusId,
-    options: &NodeOptions,
-) -> Result<Option<(GpuIdentity, IdentitySource)>, String> {
-    match vendor {
-        Vendor::Nvidia => {
-            let Some(root) = &options.proc_root else { return Ok(None) };
-            let path = nvidia_path(root, busid);
-            let Some(text) = read_small(&path)? else { return Ok(None) };
-            let uuid = parse_nvidia_information(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            Ok(Some((GpuIdentity::Nvidia { uuid }, IdentitySource::DriverFile { path: path.display().to_string() })))
+    roots: Roots<'_>,
+) -> Result<Option<(GpuIdentity, IdentitySource)>, DriverFileError> {
+    type Parser = fn(&str) -> Result<GpuIdentity, String>;
+    let (path, parse): (PathBuf, Parser) = match (vendor, roots) {
+        (Vendor::Nvidia, Roots { proc_root: Some(root), .. }) => {
+            (nvidia_path(root, busid), |t| parse_nvidia_information(t).map(|uuid| GpuIdentity::Nvidia { uuid }))
         }
-        Vendor::Amd => {
-            let Some(root) = &options.sys_root else { return Ok(None) };
-            let path = amd_path(root, busid);
-            let Some(text) = read_small(&path)? else { return Ok(None) };
-            let unique_id = crate::enumerate::amd_unique_id(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            Ok(Some((GpuIdentity::Amd { unique_id }, IdentitySource::DriverFile { path: path.display().to_string() })))
+        (Vendor::Amd, Roots { sys_root: Some(root), .. }) => (amd_path(root, busid), GpuIdentity::amd),
+        _ => return Ok(None),
+    };
+    let Some(text) = read_small(&path)? else { return Ok(None) };
+    let id =
+        parse(&text).map_err(|m| DriverFileError { path: path.clone(), problem: DriverFileProblem::Malformed(m) })?;
+    Ok(Some((id, IdentitySource::DriverFile { path: path.display().to_string() })))
+}
+
+/// Gives each GPU that hwloc could not name the identity its driver's files hold; a file
+/// that exists but cannot be used adds its problem to the GPU's reason. Then call
+/// `enumerate::settle_identities`.
+pub fn fill_identities(devices: &mut [Device], roots: Roots<'_>) {
+    for d in devices.iter_mut() {
+        let (Some(Identity::Missing { reason }), Some(busid)) = (&d.identity, d.busid) else { continue };
+        match lookup(d.vendor, busid, roots) {
+            Ok(Some((id, source))) => d.identity = Some(Identity::Named { id, source }),
+            Ok(None) => {}
+            Err(e) => d.identity = Some(Identity::Missing { reason: format!("{reason}; {e}") }),
         }
-        _ => Ok(None),
     }
 }
 

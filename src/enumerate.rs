@@ -15,9 +15,7 @@
 //! - Identities must be unique on the node: a value shared by several GPUs (a sanitised
 //!   export's all-zero UUIDs) names none of them, and is treated as missing.
 
-use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource, Vendor};
-use crate::driver_ids;
-use crate::node::NodeOptions;
+use crate::device::{Device, DeviceClass, GpuIdentity, Identity, IdentitySource, Vendor};
 use crate::topology::{LooseOsDevice, OsDevice, PciFunction, Topology};
 use std::collections::HashMap;
 
@@ -65,12 +63,13 @@ fn is_block(osdev: &OsDevice) -> bool {
 }
 
 /// Enumerates every device of the node, in (class, PCI bus id, partition) order, with
-/// loose devices (no PCI parent) last by name within their class.
-pub fn devices(topology: &Topology, options: &NodeOptions) -> Vec<Device> {
-    let host = options.hostname.as_deref().or(topology.hostname.as_deref()).unwrap_or("localhost");
+/// loose devices (no PCI parent) last by name within their class. `host` names the node in
+/// PMIx GPU ids. GPUs get the identity hwloc recorded, if any; the caller may then fill in
+/// identities from driver files and must call [`settle_identities`].
+pub fn devices(topology: &Topology, host: &str) -> Vec<Device> {
     let mut pci: Vec<&PciFunction> = topology.pci.iter().collect();
     pci.sort_by_key(|f| f.busid);
-    let mut out = gpus(topology, &pci, host, options);
+    let mut out = gpus(topology, &pci, host);
     out.extend(by_function(topology, &pci, DeviceClass::Network, is_network));
     out.extend(by_function(topology, &pci, DeviceClass::Block, is_block));
     for (class, pred) in [(DeviceClass::Network, is_network as fn(&OsDevice) -> bool), (DeviceClass::Block, is_block)] {
@@ -111,8 +110,6 @@ fn base_device(
         pci_vendor_id: f.map(|f| f.vendor_id),
         pci_class_id: f.map(|f| f.class_id),
         identity: None,
-        identity_source: None,
-        identity_problem: None,
         locality: topology.objects.get(locality).map(|o| o.cpuset.clone()).unwrap_or_else(|| topology.all_cpus()),
         locality_obj: if locality < topology.objects.len() { locality } else { 0 },
         ofed_name,
@@ -173,27 +170,28 @@ fn by_function<'a>(
     })
 }
 
-fn gpus(topology: &Topology, pci: &[&PciFunction], host: &str, options: &NodeOptions) -> Vec<Device> {
+fn gpus(topology: &Topology, pci: &[&PciFunction], host: &str) -> Vec<Device> {
     let vendor_mode = pci.iter().flat_map(|f| &f.osdevs).any(|o| gpu_backend(o).is_some());
     let mut out = Vec::new();
     for f in pci {
         if vendor_mode {
             out.extend(vendor_gpus(topology, f, host));
-        } else if f.class_id >> 8 == 0x03 && f.osdevs.iter().any(is_render_node) {
+        } else if f.is_display() && f.osdevs.iter().any(is_render_node) {
             let osdevs: Vec<OsDevice> = f.osdevs.iter().filter(|o| is_drm(o)).cloned().collect();
             let mut d = base_device(topology, DeviceClass::Gpu, Some(f), f.locality, &osdevs);
             if let Some(render) = osdevs.iter().find(|o| is_render_node(o)) {
                 d.name = render.name.clone();
                 d.pmix_id = Some(format!("gpu://{host}::{}", render.name));
             }
-            d.identity_problem = Some(format!(
-                "hwloc reports it only as DRM devices ({}), so it was built without the vendor's backend",
-                d.osnames.join(", ")
-            ));
+            d.identity = Some(Identity::Missing {
+                reason: format!(
+                    "hwloc reports it only as DRM devices ({}), so it was built without the vendor's backend",
+                    d.osnames.join(", ")
+                ),
+            });
             out.push(d);
         }
     }
-    assign_identities(&mut out, options);
     out
 }
 
@@ -229,41 +227,36 @@ fn vendor_gpus(topology: &Topology, f: &PciFunction, host: &str) -> Vec<Device> 
                 .or_else(|| osdevs.iter().find(|o| gpu_backend(o).is_some()))
                 .map(|o| o.name.clone());
             d.pmix_id = pmix_name.map(|n| format!("gpu://{host}::{n}"));
-            let (identity, source, problem) = hwloc_identity(f.vendor_id, &osdevs);
-            d.identity = identity;
-            d.identity_source = source;
-            d.identity_problem = problem;
+            d.identity = Some(hwloc_identity(f.vendor_id, &osdevs));
             d
         })
         .collect()
 }
 
-type IdentityFound = (Option<GpuIdentity>, Option<IdentitySource>, Option<String>);
-
-/// The vendor identity an hwloc backend recorded on any OS device of the GPU.
-fn hwloc_identity(vendor_id: u16, osdevs: &[OsDevice]) -> IdentityFound {
-    let source = |o: &OsDevice, key: &str| Some(IdentitySource::Hwloc { osdev: o.name.clone(), key: key.into() });
+/// The vendor identity an hwloc backend recorded on any OS device of the GPU, or why none.
+fn hwloc_identity(vendor_id: u16, osdevs: &[OsDevice]) -> Identity {
+    let named = |id, o: &OsDevice, key: &str| Identity::Named {
+        id,
+        source: IdentitySource::Hwloc { osdev: o.name.clone(), key: key.into() },
+    };
+    let missing = |reason: String| Identity::Missing { reason };
     for o in osdevs {
         if let Some(uuid) = o.info("NVIDIAUUID") {
             let uuid = uuid.trim();
             if uuid.starts_with("GPU-") && uuid.len() > 4 {
-                return (Some(GpuIdentity::Nvidia { uuid: uuid.to_string() }), source(o, "NVIDIAUUID"), None);
+                return named(GpuIdentity::Nvidia { uuid: uuid.to_string() }, o, "NVIDIAUUID");
             }
-            return (None, None, Some(format!("{} has NVIDIAUUID {uuid:?}, which is not a GPU-<uuid>", o.name)));
+            return missing(format!("{} has NVIDIAUUID {uuid:?}, which is not a GPU-<uuid>", o.name));
         }
         if let Some(id) = o.info("AMDUUID") {
-            return match amd_unique_id(id) {
-                Ok(unique_id) => (Some(GpuIdentity::Amd { unique_id }), source(o, "AMDUUID"), None),
-                Err(why) => (None, None, Some(format!("{} has AMDUUID {id:?}: {why}", o.name))),
+            return match GpuIdentity::amd(id) {
+                Ok(amd) => named(amd, o, "AMDUUID"),
+                Err(why) => missing(format!("{} has AMDUUID {id:?}: {why}", o.name)),
             };
         }
         if let (Some(drv), Some(dev)) = (o.info("LevelZeroDriverIndex"), o.info("LevelZeroDriverDeviceIndex")) {
             if let (Ok(driver), Ok(device)) = (drv.trim().parse(), dev.trim().parse()) {
-                return (
-                    Some(GpuIdentity::LevelZero { driver, device }),
-                    source(o, "LevelZeroDriverDeviceIndex"),
-                    None,
-                );
+                return named(GpuIdentity::LevelZero { driver, device }, o, "LevelZeroDriverDeviceIndex");
             }
         }
     }
@@ -274,70 +267,28 @@ fn hwloc_identity(vendor_id: u16, osdevs: &[OsDevice]) -> IdentityFound {
         Vendor::Intel => "no LevelZeroDriverIndex/LevelZeroDriverDeviceIndex (hwloc's Level Zero backend records them)",
         _ => "no vendor identity",
     };
-    (
-        None,
-        None,
-        Some(format!(
-            "{why}; backends seen: {}",
-            if backends.is_empty() { "none".into() } else { backends.join(", ") }
-        )),
-    )
+    missing(format!("{why}; backends seen: {}", if backends.is_empty() { "none".into() } else { backends.join(", ") }))
 }
 
-/// ROCm SMI's AMDUUID is `%llx` of the unique id (leading zeros dropped); ROCr wants
-/// `GPU-` + 16 hex digits. AMD SMI's 8-4-4-4-12 form is no ROCr token; zero means "no id".
-pub fn amd_unique_id(value: &str) -> Result<String, String> {
-    let v = value.trim().trim_start_matches("0x").to_ascii_lowercase();
-    if v.contains('-') {
-        return Err(
-            "the AMD SMI UUID form (8-4-4-4-12) is not accepted by ROCR_VISIBLE_DEVICES; \
-                    use an hwloc whose RSMI backend uses ROCm SMI (HWLOC_RSMI_BACKEND=rocm) or the driver's unique_id"
-                .into(),
-        );
-    }
-    if v.is_empty() || v.len() > 16 || !v.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err("not up to 16 hex digits".into());
-    }
-    if v.chars().all(|c| c == '0') {
-        return Err("zero means the GPU has no unique id".into());
-    }
-    Ok(format!("{v:0>16}"))
-}
-
-/// Fills identities from driver files where hwloc had none, then drops duplicates.
-fn assign_identities(gpus: &mut [Device], options: &NodeOptions) {
-    for d in gpus.iter_mut().filter(|d| d.identity.is_none()) {
-        let Some(busid) = d.busid else { continue };
-        match driver_ids::lookup(d.vendor, busid, options) {
-            Ok(Some((identity, source))) => {
-                d.identity = Some(identity);
-                d.identity_source = Some(source);
-                d.identity_problem = None;
-            }
-            Ok(None) => {}
-            Err(problem) => {
-                let prior = d.identity_problem.take().unwrap_or_default();
-                d.identity_problem = Some(if prior.is_empty() { problem } else { format!("{prior}; {problem}") });
-            }
-        }
-    }
+/// Drops identities that name no single GPU: a value shared by several GPUs of the node (a
+/// sanitised export's all-zero UUIDs) or all zeros. Call after every identity is known.
+pub fn settle_identities(devices: &mut [Device]) {
     let mut counts: HashMap<GpuIdentity, usize> = HashMap::new();
-    for id in gpus.iter().filter_map(|d| d.identity.clone()) {
-        *counts.entry(id).or_default() += 1;
+    for id in devices.iter().filter_map(Device::gpu_id) {
+        *counts.entry(id.clone()).or_default() += 1;
     }
-    for d in gpus.iter_mut() {
-        if let Some(id) = &d.identity {
-            let n = counts.get(id).copied().unwrap_or(0);
-            let zero = id.display_id().trim_start_matches("GPU-").chars().all(|c| c == '0' || c == '-');
-            if n > 1 || zero {
-                d.identity_problem = Some(format!(
-                    "its identity {} is {} (a sanitised or broken export), so it names no GPU",
-                    id.display_id(),
-                    if n > 1 { format!("shared by {n} GPUs on this node") } else { "all zeros".to_string() }
-                ));
-                d.identity = None;
-                d.identity_source = None;
-            }
+    for d in devices.iter_mut() {
+        let Some(id) = d.gpu_id() else { continue };
+        let n = counts.get(id).copied().unwrap_or(0);
+        let zero = id.display_id().trim_start_matches("GPU-").chars().all(|c| c == '0' || c == '-');
+        if n > 1 || zero {
+            let what = if n > 1 { format!("shared by {n} GPUs on this node") } else { "all zeros".to_string() };
+            d.identity = Some(Identity::Missing {
+                reason: format!(
+                    "its identity {} is {what} (a sanitised or broken export), so it names no GPU",
+                    id.display_id()
+                ),
+            });
         }
     }
 }

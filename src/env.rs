@@ -103,14 +103,14 @@ fn join(items: impl Iterator<Item = String>) -> Option<String> {
 }
 
 fn cuda(devs: &[&Device]) -> Option<String> {
-    join(devs.iter().filter_map(|d| match &d.identity {
+    join(devs.iter().filter_map(|d| match d.gpu_id() {
         Some(GpuIdentity::Nvidia { uuid }) => Some(uuid.clone()),
         _ => None,
     }))
 }
 
 fn rocr(devs: &[&Device]) -> Option<String> {
-    join(devs.iter().filter_map(|d| match &d.identity {
+    join(devs.iter().filter_map(|d| match d.gpu_id() {
         Some(GpuIdentity::Amd { unique_id }) => Some(format!("GPU-{unique_id}")),
         _ => None,
     }))
@@ -231,8 +231,8 @@ pub fn task_env(
     }
     let ze: Vec<(u32, u32)> = devs
         .iter()
-        .filter_map(|d| match d.identity {
-            Some(GpuIdentity::LevelZero { driver, device }) => Some((driver, device)),
+        .filter_map(|d| match d.gpu_id() {
+            Some(GpuIdentity::LevelZero { driver, device }) => Some((*driver, *device)),
             _ => None,
         })
         .collect();

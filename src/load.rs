@@ -267,12 +267,7 @@ fn looks_like_v3(xml: &str) -> bool {
 /// Runs `f`, turning a panic in the hwloc bindings into an error.
 fn guarded<T>(input: &str, f: impl FnOnce(&str) -> Result<T, LoadError>) -> Result<T, LoadError> {
     catch_unwind(AssertUnwindSafe(|| f(input))).unwrap_or_else(|payload| {
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".to_string());
-        Err(LoadError::Panicked { input: input.to_string(), message })
+        Err(LoadError::Panicked { input: input.to_string(), message: crate::panics::text(payload.as_ref()) })
     })
 }
 

@@ -27,9 +27,16 @@ pub struct Node {
 }
 
 impl Node {
-    /// Enumerates the devices of `topology` (see [`crate::enumerate`]).
+    /// Enumerates the devices of `topology` (pure, [`crate::enumerate`]), then gives GPUs that
+    /// hwloc could not name the identity in their driver's files (I/O, only under the roots
+    /// in `options`: [`crate::driver_ids`]), then drops identities that name no single GPU.
     pub fn new(topology: Topology, options: NodeOptions) -> Node {
-        let devices = crate::enumerate::devices(&topology, &options);
+        let host = options.hostname.as_deref().or(topology.hostname.as_deref()).unwrap_or("localhost");
+        let mut devices = crate::enumerate::devices(&topology, host);
+        let roots =
+            crate::driver_ids::Roots { proc_root: options.proc_root.as_deref(), sys_root: options.sys_root.as_deref() };
+        crate::driver_ids::fill_identities(&mut devices, roots);
+        crate::enumerate::settle_identities(&mut devices);
         Node { topology, devices, options }
     }
 

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 /// so that a crafted file cannot add lines to slurmd.log or a user's terminal.
 pub fn device_label(d: &Device) -> String {
     let mut s = format!("{} {}", d.busid_text(), printable(&d.name));
-    if let Some(id) = &d.identity {
+    if let Some(id) = d.gpu_id() {
         s.push(' ');
         s.push_str(&printable(&id.display_id()));
     }
@@ -81,7 +81,7 @@ fn device_json(d: &Device, full: bool) -> Value {
         m.insert("osnames".into(), json!(d.osnames));
         m.insert("vendor".into(), json!(d.vendor));
     }
-    m.insert("id".into(), json!(d.identity.as_ref().map(|i| i.display_id())));
+    m.insert("id".into(), json!(d.gpu_id().map(|i| i.display_id())));
     if full {
         m.insert("locality".into(), json!(d.locality.to_list()));
     }

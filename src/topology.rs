@@ -117,6 +117,14 @@ pub struct PciFunction {
     pub osdevs: Vec<OsDevice>,
 }
 
+impl PciFunction {
+    /// A display controller (PCI class 03xx: VGA, 3D, other display): what a GPU function is
+    /// when hwloc names it only through DRM devices.
+    pub fn is_display(&self) -> bool {
+        self.class_id >> 8 == 0x03
+    }
+}
+
 /// An OS device that hangs off no PCI function (`sda` under the Machine, for example).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LooseOsDevice {

@@ -37,7 +37,7 @@ fn nvidia_information_files_name_drm_only_gpus() {
         assert_eq!(x.cpus, y.cpus);
     }
     let d = &with.devices[a.tasks[0].devices[0]];
-    match &d.identity_source {
+    match d.identity_source() {
         Some(IdentitySource::DriverFile { path }) => assert!(path.ends_with("gpus/0000:17:00.0/information"), "{path}"),
         other => panic!("{other:?}"),
     }
@@ -59,7 +59,7 @@ fn without_driver_files_the_refusal_names_both_fixes() {
 fn malformed_nvidia_files_are_refused_naming_the_file() {
     let node = drm_node("drm-only.xml", Some("drivers/nvidia-broken/proc"));
     let gpus = node.class_indexes(DeviceClass::Gpu);
-    let problems: Vec<String> = gpus.iter().map(|&i| node.devices[i].identity_problem.clone().unwrap()).collect();
+    let problems: Vec<String> = gpus.iter().map(|&i| node.devices[i].identity_problem().unwrap().to_string()).collect();
     assert!(
         problems[0].contains("0000:17:00.0/information") && problems[0].contains("no 'GPU UUID:'"),
         "{}",
@@ -113,7 +113,7 @@ fn amd_unique_id_names_drm_only_gcds() {
     assert_eq!(p.tasks[0].env["ROCR_VISIBLE_DEVICES"], "GPU-0a5b1c2d3e4f5061");
     assert_eq!(p.tasks[1].env["ROCR_VISIBLE_DEVICES"], "GPU-7e1d2c3b4a596877");
     assert_eq!(p.tasks[1].cpus.as_ref().unwrap().to_list(), "8-15");
-    assert!(matches!(node.devices[0].identity, Some(GpuIdentity::Amd { .. })));
+    assert!(matches!(node.devices[0].gpu_id(), Some(GpuIdentity::Amd { .. })));
     // Absent tree: refused, naming RSMI and the sysfs file.
     let node = Node::new(amd_drm_topology(), opts(None));
     let e = gpu_plan(&node, 1).unwrap_err().to_string();
@@ -121,7 +121,7 @@ fn amd_unique_id_names_drm_only_gcds() {
     // Malformed and zero ids: refused, naming the file.
     let node = Node::new(amd_drm_topology(), opts(Some("drivers/amd-broken/sys")));
     let gpus = node.class_indexes(DeviceClass::Gpu);
-    assert!(node.devices[gpus[0]].identity_problem.as_ref().unwrap().contains("c1:00.0/unique_id"));
-    assert!(node.devices[gpus[1]].identity_problem.as_ref().unwrap().contains("zero"));
+    assert!(node.devices[gpus[0]].identity_problem().unwrap().contains("c1:00.0/unique_id"));
+    assert!(node.devices[gpus[1]].identity_problem().unwrap().contains("zero"));
     assert!(matches!(gpu_plan(&node, 1), Err(PlanError::NoIdentity { .. })));
 }

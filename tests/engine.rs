@@ -170,7 +170,7 @@ fn turin_environment() {
             let d = &n.devices[t.devices[0]];
             let uuid = &t.env["CUDA_VISIBLE_DEVICES"];
             assert!(uuid.starts_with("GPU-") && uuid.len() == 40, "{uuid}");
-            assert_eq!(d.identity.as_ref().unwrap().display_id(), *uuid);
+            assert_eq!(d.gpu_id().unwrap().display_id(), *uuid);
             assert!(t.env["PMIX_DEVICE_ID"].starts_with("gpu://") && t.env["PMIX_DEVICE_ID"].contains("::nvml"));
             assert!(!t.env.contains_key("CUDA_DEVICE_ORDER"));
             assert!(!t.env.contains_key("ROCR_VISIBLE_DEVICES"));

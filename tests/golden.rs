@@ -46,7 +46,7 @@ fn render(path: &Path) -> String {
             report::device_label(d),
             d.osnames.join(" "),
             d.locality,
-            d.identity_problem.as_ref().map(|p| format!(" (no identity: {p})")).unwrap_or_default()
+            d.identity_problem().map(|p| format!(" (no identity: {p})")).unwrap_or_default()
         );
     }
     for (spec, n) in CASES {

@@ -160,17 +160,9 @@ fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResu
         Ok(Err(e)) => Err(Box::new(e)),
         Err(panic) => Err(Box::new(HookError::Report(format!(
             "internal error in {hook}: {} (please report this bug)",
-            panic_message(panic.as_ref())
+            map_by_device::panics::text(panic.as_ref())
         )))),
     }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-text panic".to_string())
 }
 
 /// Logs for the administrator: slurmd.log from slurmstepd/slurmd (never the user's terminal).
@@ -292,7 +284,10 @@ unsafe impl Plugin for MapByDevice {
             }
             Ok(Err(message)) => message,
             Err(panic) => {
-                format!("internal error in user_init: {} (please report this bug)", panic_message(panic.as_ref()))
+                format!(
+                    "internal error in user_init: {} (please report this bug)",
+                    map_by_device::panics::text(panic.as_ref())
+                )
             }
         };
         self.step = Some(match requested {
@@ -458,7 +453,7 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<ma
                 LogLevel::Error,
                 &format!(
                     "internal error writing the topology cache: {} (please report this bug)",
-                    panic_message(panic.as_ref())
+                    map_by_device::panics::text(panic.as_ref())
                 ),
             );
             None

@@ -105,35 +105,66 @@ struct Log {
 
 fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     let Inputs { user_spec, config, ntasks, cpus_per_task, env, step_alloc_cores, slurm_sets_step_gpus } = inputs;
-    let (origin, text) = match (&user_spec, &config) {
-        (Some(text), _) => (Origin::User, text.clone()),
-        (None, Ok(c)) => match &c.default {
-            Some(text) => (Origin::AdminDefault, text.clone()),
-            None => return Step::Off,
-        },
-        // A broken configuration cannot say whether there is a default; without a request
-        // from the job there is nothing to refuse (slurmd.log has the error).
-        (None, Err(_)) => return Step::Off,
+    let (origin, spec, config) = match request(user_spec, config) {
+        Ok(Some(request)) => request,
+        Ok(None) => return Step::Off,
+        Err(refused) => return refused,
     };
-    let config = match config {
-        Ok(c) => c,
-        Err(e) => {
-            return Step::Refused {
-                origin,
-                message: format!("the plugin's configuration on this node is broken, ask your administrator: {e}"),
-            }
-        }
+    let refused = |message: String| Step::Refused { origin, message };
+    let node = match load_node(&config, log) {
+        Ok(node) => node,
+        Err(message) => return refused(message),
     };
-    let spec = match Spec::parse(&text) {
-        Ok(s) => s,
-        Err(e) => return Step::Refused { origin, message: format!("invalid --map-by-device={text}: {e}") },
+    let node_name = env.get("SLURMD_NODENAME").cloned().unwrap_or_else(|| node.hostname().to_string());
+    let step_gpus = match step_gpus(&env, slurm_sets_step_gpus, &config, &spec, &node_name, log) {
+        Ok(gpus) => gpus,
+        Err(message) => return refused(message),
     };
-    if spec.is_none() {
-        return Step::Off;
+    let (allowed_cpus, how) = match step_cpus(&node.topology, step_alloc_cores.as_deref()) {
+        Ok(found) => found,
+        Err(message) => return refused(message),
+    };
+    if how.last_resort {
+        log.notices.push(format!("the step's CPUs are taken from slurmstepd's own affinity: {}", how.text));
     }
+    log.notes.push(format!(
+        "{ntasks} tasks, cpus-per-task {cpus_per_task:?}, step GPUs {step_gpus:?}, step CPUs {} from {}",
+        allowed_cpus.to_list(),
+        how.text
+    ));
+    let facts = StepFacts { ntasks, cpus_per_task, allowed_cpus: Some(allowed_cpus), task_cpus: None, env, step_gpus };
+    match plan::plan(&spec, &node, &facts) {
+        Ok(plan) => Step::Planned(Box::new(Planned { origin, spec, node, facts, plan, node_name })),
+        Err(e) => refused(e.to_string()),
+    }
+}
 
-    // Only the admin chooses what is loaded: topology=, slurmd's cache of this node, or the
-    // live machine. Nothing of the job (its environment, its options) reaches the loader.
+/// Who asks for what: the job's spec (hard), else the admin's default (soft), with the
+/// settings. `Ok(None)`: nothing to map (no request, `none`). `Err`: the request is refused.
+fn request(user_spec: Option<String>, config: Result<Config, String>) -> Result<Option<(Origin, Spec, Config)>, Step> {
+    let origin = match (&user_spec, &config) {
+        (Some(_), _) => Origin::User,
+        (None, Ok(c)) if c.default.is_some() => Origin::AdminDefault,
+        // No request; or a broken configuration, which cannot say whether there is a default,
+        // and without a request from the job there is nothing to refuse (slurmd.log has it).
+        (None, _) => return Ok(None),
+    };
+    let config = config.map_err(|e| Step::Refused {
+        origin,
+        message: format!("the plugin's configuration on this node is broken, ask your administrator: {e}"),
+    })?;
+    let spec = match (user_spec, &config.default) {
+        (Some(text), _) => Spec::parse(&text)
+            .map_err(|e| Step::Refused { origin, message: format!("invalid --map-by-device={text}: {e}") })?,
+        (None, Some(default)) => default.clone(),
+        (None, None) => return Ok(None),
+    };
+    Ok((!spec.is_none()).then_some((origin, spec, config)))
+}
+
+/// The node as the admin chose to describe it: `topology=`, slurmd's cache of the node, or
+/// the live machine. Nothing of the job (its environment, its options) reaches the loader.
+fn load_node(config: &Config, log: &mut Log) -> Result<Node, String> {
     let (topology, this_node, cached) = match &config.topology {
         Some(path) => {
             log.notes.push(format!("topology {}", path.display()));
@@ -156,27 +187,32 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
             }
         },
     };
-    let mut topology = match topology {
-        Ok(t) => t,
-        Err(e) => return Step::Refused { origin, message: e.to_string() },
-    };
-    let options = config.node_options(this_node, local_hostname());
-    if cached {
-        if let Some(sys) = &options.sys_root {
-            // The cache is as old as slurmd; an InfiniBand link may have come up since.
-            let changed = map_by_device::driver_ids::refresh_ib_port_states(&mut topology, sys);
-            if changed > 0 {
-                log.notes.push(format!("{changed} InfiniBand port states changed since slurmd cached the topology"));
-            }
+    let mut topology = topology.map_err(|e| e.to_string())?;
+    let options = config.node_options(this_node, map_by_device::host::name());
+    if let (true, Some(sys)) = (cached, &options.sys_root) {
+        // The cache is as old as slurmd; an InfiniBand link may have come up since.
+        let changed = map_by_device::driver_ids::refresh_ib_port_states(&mut topology, sys);
+        if changed > 0 {
+            log.notes.push(format!("{changed} InfiniBand port states changed since slurmd cached the topology"));
         }
     }
-    let node = Node::new(topology, options);
+    Ok(Node::new(topology, options))
+}
 
-    let node_name = env.get("SLURMD_NODENAME").cloned().unwrap_or_else(|| node.hostname().to_string());
-    // SLURM_STEP_GPUS is Slurm's only where its gres/gpu plugin runs in this slurmstepd: it
-    // then sets the variable or removes it for every step. Elsewhere the job's own value
-    // would pass through untouched, so it is not read at all.
-    let step_gpus_text = match env.get("SLURM_STEP_GPUS") {
+/// The GPUs Slurm allocated to the step on this node (`SLURM_STEP_GPUS`), `None` when the
+/// node's GPUs are not Slurm's to give. The variable is Slurm's only where its gres/gpu
+/// plugin runs in this slurmstepd (it then sets or removes it for every step); elsewhere it
+/// would be the job's own, and is not read at all. Unset under gres/gpu: the step has none,
+/// which `require_step_gpus` turns into a refusal of a GPU mapping (docs/slurm-allocation.md).
+fn step_gpus(
+    env: &BTreeMap<String, String>,
+    slurm_sets_step_gpus: bool,
+    config: &Config,
+    spec: &Spec,
+    node_name: &str,
+    log: &mut Log,
+) -> Result<Option<Vec<u32>>, String> {
+    let text = match env.get("SLURM_STEP_GPUS") {
         Some(v) if !slurm_sets_step_gpus => {
             log.notes.push(format!(
                 "SLURM_STEP_GPUS ignored ({} bytes): Slurm's gres/gpu plugin does not run in this step, so the value \
@@ -187,45 +223,22 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
         }
         other => other,
     };
-    let step_gpus = match step_gpus_text {
-        // Unset: the node's GPUs are not GRES (every GPU of the node), or they are and the
-        // step has none (Slurm unsets it): the admin says which (require_step_gpus). See
-        // docs/slurm-allocation.md, "Implemented".
+    match text {
         None if config.require_step_gpus == Some(true) => {
             if spec.target == Target::Class(DeviceClass::Gpu) {
-                return Step::Refused {
-                    origin,
-                    message: format!(
-                        "the step has no GPUs on {node_name} (Slurm set no SLURM_STEP_GPUS): request them with \
-                         --gres=gpu:N or --gpus-per-node=N, or map another device class"
-                    ),
-                };
+                return Err(format!(
+                    "the step has no GPUs on {node_name} (Slurm set no SLURM_STEP_GPUS): request them with \
+                     --gres=gpu:N or --gpus-per-node=N, or map another device class"
+                ));
             }
-            Some(Vec::new())
+            Ok(Some(Vec::new()))
         }
-        None => None,
+        None => Ok(None),
         Some(v) => match plan::parse_step_gpus(v) {
-            Ok(list) => Some(list),
-            Err(e) if spec_may_use_gpus(&spec) => return Step::Refused { origin, message: e.to_string() },
-            Err(_) => None,
+            Ok(list) => Ok(Some(list)),
+            Err(e) if spec_may_use_gpus(spec) => Err(e.to_string()),
+            Err(_) => Ok(None),
         },
-    };
-    let (allowed_cpus, how) = match step_cpus(&node.topology, step_alloc_cores.as_deref()) {
-        Ok(found) => found,
-        Err(message) => return Step::Refused { origin, message },
-    };
-    if how.last_resort {
-        log.notices.push(format!("the step's CPUs are taken from slurmstepd's own affinity: {}", how.text));
-    }
-    log.notes.push(format!(
-        "{ntasks} tasks, cpus-per-task {cpus_per_task:?}, step GPUs {step_gpus:?}, step CPUs {} from {}",
-        allowed_cpus.to_list(),
-        how.text
-    ));
-    let facts = StepFacts { ntasks, cpus_per_task, allowed_cpus: Some(allowed_cpus), task_cpus: None, env, step_gpus };
-    match plan::plan(&spec, &node, &facts) {
-        Ok(plan) => Step::Planned(Box::new(Planned { origin, spec, node, facts, plan, node_name })),
-        Err(e) => Step::Refused { origin, message: e.to_string() },
     }
 }
 
@@ -383,20 +396,6 @@ pub fn gres_gpu_loaded() -> bool {
     found
 }
 
-fn local_hostname() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY:
-    // - `buf` is a live, writable buffer of `buf.len()` bytes for the whole call;
-    // - gethostname writes at most that many bytes (possibly without a NUL, handled below).
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
-    (!name.is_empty()).then_some(name)
-}
-
 impl Planned {
     /// Whether the task's assignment includes a GPU.
     pub fn assigns_gpu(&self, tp: &TaskPlan) -> bool {
@@ -479,7 +478,7 @@ mod tests {
     fn no_request_is_off() {
         assert!(matches!(run(inputs(None, Ok(Config::default()))), Step::Off));
         assert!(matches!(run(inputs(Some("none"), Ok(Config::default()))), Step::Off));
-        let default = Config { default: Some("gpu".into()), ..Config::default() };
+        let default = Config { default: Some(Spec::parse("gpu").unwrap()), ..Config::default() };
         assert!(matches!(run(inputs(Some("none"), Ok(default))), Step::Off));
     }
 
@@ -505,7 +504,7 @@ mod tests {
     #[test]
     fn a_missing_topology_is_refused_softly_for_a_default() {
         let config = Config {
-            default: Some("gpu".into()),
+            default: Some(Spec::parse("gpu").unwrap()),
             topology: Some("/nonexistent/topology.xml".into()),
             ..Config::default()
         };

@@ -138,9 +138,7 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
         (None, None) => map_by_device::load::live(config.discovery_timeout()),
     }
     .map_err(|e| e.to_string())?;
-    let hostname = source.hostname.clone().or_else(|| {
-        live.then(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())).flatten()
-    });
+    let hostname = source.hostname.clone().or_else(|| live.then(map_by_device::host::name).flatten());
     // The plugin's rules first (config roots, else the node's own /proc and /sys when live),
     // then the flags on top.
     let mut options = config.node_options(live, hostname);
@@ -207,11 +205,7 @@ fn devices_table(devices: &[&Device]) -> String {
     let mut out =
         format!("{:<8} {:<13} {:<12} {:<9} {:<40} {}\n", "CLASS", "BUSID", "NAME", "VENDOR", "ID", "LOCALITY");
     for d in devices {
-        let id = d
-            .identity
-            .as_ref()
-            .map(|i| i.display_id())
-            .or_else(|| d.identity_problem.as_ref().map(|_| "(none)".into()));
+        let id = d.gpu_id().map(|i| i.display_id()).or_else(|| d.identity_problem().map(|_| "(none)".into()));
         out.push_str(&format!(
             "{:<8} {:<13} {:<12} {:<9} {:<40} {}\n",
             d.class.to_string(),
@@ -467,7 +461,6 @@ fn run(cli: Cli) -> Result<(String, bool), String> {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     match run(cli) {
         Ok((text, ok)) => {

@@ -211,7 +211,7 @@ impl<'a> View<'a> {
         for &i in &self.shown {
             let Some(d) = self.node.devices.get(i) else { continue };
             let order = self.node.class_indexes(d.class).iter().position(|&x| x == i).unwrap_or(0);
-            let id = d.identity.as_ref().map_or_else(|| "-".to_string(), |id| id.display_id());
+            let id = d.gpu_id().map_or_else(|| "-".to_string(), |id| id.display_id());
             let mut lines = vec![format!(
                 "{} {order}  {} {} {} {}  locality {}",
                 d.class,
@@ -221,7 +221,7 @@ impl<'a> View<'a> {
                 id,
                 d.locality
             )];
-            if let Some(p) = &d.identity_problem {
+            if let Some(p) = d.identity_problem() {
                 lines.push(format!("no identity: {p}"));
                 self.warnings.push(format!(
                     "GPU {} at {} cannot be named to its runtime ({p}): a GPU mapping here is refused",
@@ -404,7 +404,7 @@ impl View<'_> {
     fn draw_device(&self, svg: &mut Svg, i: usize, x: i64, y: i64) {
         let Some(d) = self.node.devices.get(i) else { return };
         let tasks = self.device_tasks.get(&i).map(Vec::as_slice).unwrap_or_default();
-        let id = d.identity.as_ref().map(|id| id.display_id()).unwrap_or_default();
+        let id = d.gpu_id().map(|id| id.display_id()).unwrap_or_default();
         let busid = d.busid_text();
         svg.group(&[
             ("class", "device"),
@@ -419,7 +419,7 @@ impl View<'_> {
         let (w, h) = (layout::DEV_W, layout::DEV_H);
         let empty = if self.kind == "devices" { class_color(d.class) } else { "#f7f7f7" };
         self.paint(svg, (x, y, w, h), tasks, empty);
-        let dash: &[(&str, &str)] = if d.identity_problem.is_some() {
+        let dash: &[(&str, &str)] = if d.identity_problem().is_some() {
             &[("fill", "none"), ("stroke", "#c0392b"), ("stroke-width", "2"), ("stroke-dasharray", "4 2")]
         } else if tasks.is_empty() && self.kind == "plan" {
             &[("fill", "none"), ("stroke", "#999999"), ("stroke-dasharray", "4 2")]
@@ -432,7 +432,7 @@ impl View<'_> {
         let third = match (self.kind, tasks.is_empty()) {
             ("devices", _) => {
                 let order = self.node.class_indexes(d.class).iter().position(|&x| x == i).unwrap_or(0);
-                let problem = if d.identity_problem.is_some() { " · no id" } else { "" };
+                let problem = if d.identity_problem().is_some() { " · no id" } else { "" };
                 format!("{} {order}{problem}", d.class)
             }
             (_, true) => "no task".to_string(),

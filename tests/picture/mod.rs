@@ -303,7 +303,7 @@ impl Picture {
             let want: Vec<u32> = plan.tasks.iter().filter(|t| t.devices.contains(&i)).map(|t| t.task).collect();
             let stripes: Vec<(u32, String)> = want.iter().map(|&t| (t, color(t))).collect();
             let Some(p) = self.devices.get(&d.name) else { continue };
-            let id = d.identity.as_ref().map(|i| i.display_id()).unwrap_or_default();
+            let id = d.gpu_id().map(|i| i.display_id()).unwrap_or_default();
             let a = |k: &str| p.attrs.get(k).cloned().unwrap_or_default();
             if p.tasks != want || p.stripes != stripes || a("data-busid") != d.busid_text() || a("data-id") != id {
                 bad.push(format!(
@@ -340,7 +340,8 @@ impl Picture {
         if rows != shown || self.devices.len() != shown.len() {
             bad.push(format!("devices {rows:?}, want {shown:?}"));
         }
-        let problems = node.devices.iter().filter(|d| shown.contains(&d.name.as_str()) && d.identity_problem.is_some());
+        let problems =
+            node.devices.iter().filter(|d| shown.contains(&d.name.as_str()) && d.identity_problem().is_some());
         if problems.count() != self.warnings.len() {
             bad.push(format!("warnings {:?}", self.warnings));
         }

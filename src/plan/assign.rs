@@ -1,0 +1,113 @@
+//! Which task gets which devices: groups of `ndev` contiguous devices, task `t` taking group
+//! `t` (wrapping only with `shared`), or with `closest` the device nearest the task's
+//! existing binding (seed 004).
+
+use super::{PlanError, StepFacts};
+use crate::cpuset::CpuSet;
+use crate::node::Node;
+use crate::spec::Spec;
+use crate::topology::{ObjKind, Topology};
+use std::collections::HashMap;
+
+/// Each task's devices (indexes into the node's devices), and warnings.
+pub(super) fn tasks(
+    spec: &Spec,
+    node: &Node,
+    facts: &StepFacts,
+    list: &[usize],
+    class_word: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Vec<usize>>, PlanError> {
+    let host = node.hostname().to_string();
+    let ndev = spec.ndev as usize;
+    if list.len() < ndev {
+        return Err(PlanError::NdevTooLarge { ndev: spec.ndev, class: class_word.into(), have: list.len(), host });
+    }
+    let groups: Vec<&[usize]> = list.chunks_exact(ndev).collect();
+    if !spec.shared && facts.ntasks as usize > groups.len() {
+        return Err(PlanError::TooManyTasks {
+            ntasks: facts.ntasks,
+            ndev: spec.ndev,
+            needed: u64::from(facts.ntasks) * u64::from(spec.ndev),
+            class: class_word.into(),
+            have: list.len(),
+            host,
+        });
+    }
+    if list.len() % ndev != 0 && facts.ntasks as usize > groups.len().saturating_sub(1) {
+        warnings.push(format!(
+            "{} of the {} {class_word} devices do not fill a group of ndev={ndev} and are left unused",
+            list.len() % ndev,
+            list.len()
+        ));
+    }
+    if spec.closest {
+        return closest_assignment(spec, node, facts, list);
+    }
+    Ok((0..facts.ntasks as usize).map(|t| groups[t % groups.len()].to_vec()).collect())
+}
+
+/// The deepest tree object (not a NUMA node) whose CPUs include all of `cpus`.
+pub(super) fn common_ancestor(topo: &Topology, cpus: &CpuSet) -> usize {
+    topo.objects
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.kind != ObjKind::NumaNode && cpus.is_subset(&o.cpuset))
+        .max_by_key(|(i, o)| (o.depth, std::cmp::Reverse(*i)))
+        .map_or(0, |(i, _)| i)
+}
+
+/// `closest` (seed 004): each bound task takes the device whose locality shares the deepest
+/// common ancestor with its CPUs; ties are split by the task's position among the cores of
+/// that ancestor; a single device is taken at once; an unbound task takes the plain order.
+fn closest_assignment(
+    spec: &Spec,
+    node: &Node,
+    facts: &StepFacts,
+    list: &[usize],
+) -> Result<Vec<Vec<usize>>, PlanError> {
+    let topo = &node.topology;
+    let all = facts.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
+    let mut owner: HashMap<usize, u32> = HashMap::new();
+    let mut out = Vec::new();
+    for t in 0..facts.ntasks {
+        let bound =
+            facts.task_cpus.as_ref().and_then(|v| v.get(t as usize)).filter(|c| !c.is_empty() && !all.is_subset(c));
+        let pick = match bound {
+            _ if list.len() == 1 => list[0],
+            None => list[t as usize % list.len()],
+            Some(cpus) => {
+                let scored: Vec<(usize, u32, usize)> = list
+                    .iter()
+                    .map(|&d| {
+                        let anc = common_ancestor(topo, &cpus.union(&node.devices[d].locality));
+                        (d, topo.objects[anc].depth, anc)
+                    })
+                    .collect();
+                let best = scored.iter().map(|s| s.1).max().unwrap_or(0);
+                let tied: Vec<&(usize, u32, usize)> = scored.iter().filter(|s| s.1 == best).collect();
+                if tied.len() == 1 {
+                    tied[0].0
+                } else {
+                    let anc = tied[0].2;
+                    let cores: Vec<&CpuSet> = topo
+                        .of_kind(ObjKind::Core)
+                        .filter(|c| c.cpuset.is_subset(&topo.objects[anc].cpuset))
+                        .map(|c| &c.cpuset)
+                        .collect();
+                    let first = cpus.first().unwrap_or(0);
+                    let pos = cores.iter().position(|c| c.contains(first)).unwrap_or(0);
+                    tied[(pos * tied.len() / cores.len().max(1)).min(tied.len() - 1)].0
+                }
+            }
+        };
+        if !spec.shared {
+            if let Some(&first) = owner.get(&pick) {
+                return Err(PlanError::ClosestCollision { first, second: t, device: node.devices[pick].name.clone() });
+            }
+            owner.insert(pick, t);
+        }
+        out.push(vec![pick]);
+    }
+    Ok(out)
+}

@@ -1,0 +1,59 @@
+//! What the planner is told about the step on this node: the facts Slurm (or the CLI's
+//! flags) give, and the one piece of Slurm text read here, the step's GPU list.
+
+use crate::cpuset::CpuSet;
+use std::collections::BTreeMap;
+
+/// What Slurm (or the CLI's flags) tells the planner about the step on this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepFacts {
+    /// Tasks of the step on this node (local ids 0..ntasks).
+    pub ntasks: u32,
+    /// `--cpus-per-task`, the default `pe` for per-core bindings.
+    pub cpus_per_task: Option<u32>,
+    /// The CPUs Slurm allocated to the step on this node; `None` = the whole node.
+    pub allowed_cpus: Option<CpuSet>,
+    /// Each task's existing binding (for `closest`), by local id; a missing or empty entry
+    /// means unbound.
+    pub task_cpus: Option<Vec<CpuSet>>,
+    /// The task environment the rules read (`ZE_FLAT_DEVICE_HIERARCHY` ...).
+    pub env: BTreeMap<String, String>,
+    /// Slurm's global GPU indices allocated to the step (PCI-bus order of the node's GPUs).
+    pub step_gpus: Option<Vec<u32>>,
+}
+
+/// The longest `SLURM_STEP_GPUS` text read: Slurm writes a few bytes per GPU.
+pub const MAX_STEP_GPUS_TEXT: usize = 4096;
+
+/// The largest GPU index accepted from Slurm (no node has this many GPUs).
+pub const MAX_GPU_INDEX: u32 = 4095;
+
+/// A `SLURM_STEP_GPUS` that is not a GPU index list Slurm would write. Keeps a short,
+/// printable excerpt of the text (it may be huge or hold control characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("SLURM_STEP_GPUS={shown} is not a GPU index list as Slurm writes it ({why}), so the GPUs Slurm gave the step are unknown; ask your administrator to check the node's GRES")]
+pub struct StepGpusError {
+    pub shown: String,
+    pub why: String,
+}
+
+/// Reads Slurm's step GPU list (`0,1` or `0-1`), refusing anything Slurm would not write:
+/// over [`MAX_STEP_GPUS_TEXT`] bytes, an index above [`MAX_GPU_INDEX`], or not a list. Cheap
+/// whatever the input (the value reaches root's process from the job where Slurm does not
+/// set it).
+pub fn parse_step_gpus(text: &str) -> Result<Vec<u32>, StepGpusError> {
+    let shown = || {
+        let head: String = text.chars().take(40).collect();
+        let more = if head.len() < text.len() { format!("... ({} bytes)", text.len()) } else { String::new() };
+        format!("{:?}{more}", head)
+    };
+    let fail = |why: String| StepGpusError { shown: shown(), why };
+    if text.len() > MAX_STEP_GPUS_TEXT {
+        return Err(fail(format!("longer than {MAX_STEP_GPUS_TEXT} bytes")));
+    }
+    let set = CpuSet::parse_list(text.trim()).map_err(|e| fail(e.reason))?;
+    match set.iter().last() {
+        Some(last) if last > MAX_GPU_INDEX => Err(fail(format!("index {last} is above {MAX_GPU_INDEX}"))),
+        _ => Ok(set.iter().collect()),
+    }
+}
