@@ -17,7 +17,9 @@ pub struct VendorVariable {
     pub name: &'static str,
     /// Who reads it, for docs and `--help`.
     pub reader: &'static str,
-    value: fn(&[&Device]) -> Option<String>,
+    /// Slurm's gres/gpu plugin writes it too (for the GPUs it allocated or bound).
+    pub slurm_gres: bool,
+    value: fn(&Context) -> Computed,
     valid: fn(&str) -> bool,
 }
 
@@ -97,23 +99,41 @@ pub fn shown(value: &str) -> String {
     format!("{:?}{more}", head)
 }
 
+/// What a row sees: the task's devices, the task's environment (the rules read
+/// `ZE_FLAT_DEVICE_HIERARCHY`), and the Level Zero model in force where the topology was
+/// discovered.
+pub struct Context<'a> {
+    pub devs: &'a [&'a Device],
+    pub task_env: &'a BTreeMap<String, String>,
+    pub discovery_model: Option<ZeHierarchy>,
+}
+
+/// A row's answer: the value to write (if any) and a warning (if any).
+type Computed = (Option<String>, Option<String>);
+
 fn join(items: impl Iterator<Item = String>) -> Option<String> {
     let v: Vec<String> = items.collect();
     (!v.is_empty()).then(|| v.join(","))
 }
 
-fn cuda(devs: &[&Device]) -> Option<String> {
-    join(devs.iter().filter_map(|d| match d.gpu_id() {
-        Some(GpuIdentity::Nvidia { uuid }) => Some(uuid.clone()),
-        _ => None,
-    }))
+fn cuda(c: &Context) -> Computed {
+    (
+        join(c.devs.iter().filter_map(|d| match d.gpu_id() {
+            Some(GpuIdentity::Nvidia { uuid }) => Some(uuid.clone()),
+            _ => None,
+        })),
+        None,
+    )
 }
 
-fn rocr(devs: &[&Device]) -> Option<String> {
-    join(devs.iter().filter_map(|d| match d.gpu_id() {
-        Some(GpuIdentity::Amd { unique_id }) => Some(format!("GPU-{unique_id}")),
-        _ => None,
-    }))
+fn rocr(c: &Context) -> Computed {
+    (
+        join(c.devs.iter().filter_map(|d| match d.gpu_id() {
+            Some(GpuIdentity::Amd { unique_id }) => Some(format!("GPU-{unique_id}")),
+            _ => None,
+        })),
+        None,
+    )
 }
 
 fn is_mellanox_ofa(d: &Device) -> bool {
@@ -125,71 +145,163 @@ fn is_omnipath(d: &Device) -> bool {
 }
 
 /// NCCL matches prefixes unless the list starts with `=`: `=mlx5_0` is exactly mlx5_0.
-fn nccl(devs: &[&Device]) -> Option<String> {
-    join(devs.iter().filter(|d| is_mellanox_ofa(d)).filter_map(|d| d.ofed_name.clone())).map(|v| format!("={v}"))
+fn nccl(c: &Context) -> Computed {
+    (
+        join(c.devs.iter().filter(|d| is_mellanox_ofa(d)).filter_map(|d| d.ofed_name.clone())).map(|v| format!("={v}")),
+        None,
+    )
 }
 
-/// UCX matches `device:port` exactly and takes no glob: one entry per active port.
-fn ucx(devs: &[&Device]) -> Option<String> {
-    join(devs.iter().filter(|d| is_mellanox_ofa(d)).flat_map(|d| {
+/// UCX matches `device:port` exactly and takes no glob: one entry per active port; an
+/// adapter without an active port is left out, with a warning.
+fn ucx(c: &Context) -> Computed {
+    let ofa: Vec<&&Device> = c.devs.iter().filter(|d| is_mellanox_ofa(d)).collect();
+    let value = join(ofa.iter().flat_map(|d| {
         let name = d.ofed_name.clone().unwrap_or_default();
         d.active_ports.iter().map(move |p| format!("{name}:{p}")).collect::<Vec<_>>()
-    }))
+    }));
+    let idle: Vec<&str> = ofa.iter().filter(|d| d.active_ports.is_empty()).map(|d| d.name.as_str()).collect();
+    let warning = (!idle.is_empty()).then(|| {
+        format!(
+            "{} reports no active port, so UCX_NET_DEVICES does not name it (UCX needs device:port)",
+            idle.join(", ")
+        )
+    });
+    (value, warning)
 }
 
 /// PSM3 takes a device name (an fnmatch pattern with extended globs): `hfi1_0`, or
 /// `@(hfi1_0|hfi1_1)` for several.
-fn psm3(devs: &[&Device]) -> Option<String> {
-    let names: Vec<String> = devs.iter().filter(|d| is_omnipath(d)).filter_map(|d| d.ofed_name.clone()).collect();
-    match names.len() {
+fn psm3(c: &Context) -> Computed {
+    let names: Vec<String> = c.devs.iter().filter(|d| is_omnipath(d)).filter_map(|d| d.ofed_name.clone()).collect();
+    let value = match names.len() {
         0 => None,
         1 => names.into_iter().next(),
         _ => Some(format!("@({})", names.join("|"))),
+    };
+    (value, None)
+}
+
+fn pmix(c: &Context) -> Computed {
+    (join(c.devs.iter().filter_map(|d| d.pmix_id.clone())), None)
+}
+
+/// The Level Zero ordinals of the task's GPUs, with the model they belong to, or why no mask
+/// can be written (`Ok(None)`: no Level Zero GPU).
+fn level_zero(c: &Context) -> Result<Option<(String, ZeHierarchy)>, String> {
+    let ze: Vec<(u32, u32)> = c
+        .devs
+        .iter()
+        .filter_map(|d| match d.gpu_id() {
+            Some(GpuIdentity::LevelZero { driver, device }) => Some((*driver, *device)),
+            _ => None,
+        })
+        .collect();
+    if ze.is_empty() {
+        return Ok(None);
+    }
+    let drivers: std::collections::BTreeSet<u32> = ze.iter().map(|(d, _)| *d).collect();
+    let wanted = c.task_env.get(ZE_FLAT_DEVICE_HIERARCHY);
+    match (c.discovery_model, wanted) {
+        _ if drivers.len() > 1 => Err(format!(
+            "the assigned Level Zero GPUs belong to {} drivers, and ZE_AFFINITY_MASK is read per driver: \
+             ZE_AFFINITY_MASK not set; map with ndev=1 or keep each task on one driver",
+            drivers.len()
+        )),
+        (None, _) => Err("the Level Zero hierarchy model of the topology's discovery is unknown, so its ordinals \
+                          cannot be trusted: ZE_AFFINITY_MASK not set; the admin sets ze_hierarchy in the plugin's config"
+            .to_string()),
+        (Some(model), Some(w)) if ZeHierarchy::parse(w) != Some(model) => Err(format!(
+            "the task asks for ZE_FLAT_DEVICE_HIERARCHY={w} but the ordinals were recorded under {}: \
+             ZE_AFFINITY_MASK and ZE_FLAT_DEVICE_HIERARCHY not set; unset ZE_FLAT_DEVICE_HIERARCHY or set it to {}",
+            model.as_str(),
+            model.as_str()
+        )),
+        (Some(model), _) => Ok(Some((ze.iter().map(|(_, d)| d.to_string()).collect::<Vec<_>>().join(","), model))),
     }
 }
 
-fn pmix(devs: &[&Device]) -> Option<String> {
-    join(devs.iter().filter_map(|d| d.pmix_id.clone()))
+/// Level Zero ordinals, read under the model stated beside them (seed 001).
+fn ze_mask(c: &Context) -> Computed {
+    match level_zero(c) {
+        Ok(found) => (found.map(|(mask, _)| mask), None),
+        Err(warning) => (None, Some(warning)),
+    }
 }
 
-/// The variables written from device identities, in the order they are set.
-/// `ZE_AFFINITY_MASK`/`ZE_FLAT_DEVICE_HIERARCHY` depend on the task's environment too and
-/// are computed by [`task_env`] itself.
+/// The model the mask was recorded under, unless the task's environment already names it
+/// (a different model refuses both, with the mask's warning).
+fn ze_hierarchy(c: &Context) -> Computed {
+    match (level_zero(c), c.task_env.get(ZE_FLAT_DEVICE_HIERARCHY)) {
+        (Ok(Some((_, model))), None) => (Some(model.as_str().to_string()), None),
+        _ => (None, None),
+    }
+}
+
+/// Every variable this plugin writes, in the order they are set: one row each, with the
+/// rule that computes it and the grammar its value must have (`docs/variables.md`).
 #[doc(alias = "CUDA_VISIBLE_DEVICES")]
 #[doc(alias = "ROCR_VISIBLE_DEVICES")]
+#[doc(alias = "ZE_AFFINITY_MASK")]
+#[doc(alias = "ZE_FLAT_DEVICE_HIERARCHY")]
 #[doc(alias = "NCCL_IB_HCA")]
 #[doc(alias = "UCX_NET_DEVICES")]
 #[doc(alias = "PSM3_NIC")]
 #[doc(alias = "PMIX_DEVICE_ID")]
-pub const VARIABLES: [VendorVariable; 6] = [
+pub const VARIABLES: [VendorVariable; 8] = [
     VendorVariable {
         name: "CUDA_VISIBLE_DEVICES",
         reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)",
+        slurm_gres: true,
         value: cuda,
         valid: valid_cuda,
     },
     VendorVariable {
         name: "ROCR_VISIBLE_DEVICES",
         reader: "ROCm ROCr (AMD GPUs, GPU-<16 hex>)",
+        slurm_gres: true,
         value: rocr,
         valid: valid_rocr,
     },
     VendorVariable {
+        name: ZE_AFFINITY_MASK,
+        reader: "oneAPI Level Zero (Intel GPUs, ordinals under the stated hierarchy)",
+        slurm_gres: true,
+        value: ze_mask,
+        valid: valid_ze_mask,
+    },
+    VendorVariable {
+        name: ZE_FLAT_DEVICE_HIERARCHY,
+        reader: "oneAPI Level Zero (the model ZE_AFFINITY_MASK is read under)",
+        slurm_gres: false,
+        value: ze_hierarchy,
+        valid: |v| ZeHierarchy::parse(v).is_some(),
+    },
+    VendorVariable {
         name: "NCCL_IB_HCA",
         reader: "NCCL (InfiniBand/RoCE adapters, =name exact match)",
+        slurm_gres: false,
         value: nccl,
         valid: valid_nccl,
     },
-    VendorVariable { name: "UCX_NET_DEVICES", reader: "UCX (adapter:port, exact match)", value: ucx, valid: valid_ucx },
+    VendorVariable {
+        name: "UCX_NET_DEVICES",
+        reader: "UCX (adapter:port, exact match)",
+        slurm_gres: false,
+        value: ucx,
+        valid: valid_ucx,
+    },
     VendorVariable {
         name: "PSM3_NIC",
         reader: "PSM3 (Intel Omni-Path adapters, by name)",
+        slurm_gres: false,
         value: psm3,
         valid: valid_psm3,
     },
     VendorVariable {
         name: "PMIX_DEVICE_ID",
         reader: "PMIx device ids of every assigned device",
+        slurm_gres: false,
         value: pmix,
         valid: valid_pmix,
     },
@@ -198,11 +310,18 @@ pub const VARIABLES: [VendorVariable; 6] = [
 pub const ZE_AFFINITY_MASK: &str = "ZE_AFFINITY_MASK";
 pub const ZE_FLAT_DEVICE_HIERARCHY: &str = "ZE_FLAT_DEVICE_HIERARCHY";
 
+/// The variables Slurm's gres/gpu plugin rewrites for each task when it binds GPUs to tasks
+/// (`gres_g_task_set_env`): its own two and the rows of [`VARIABLES`] it also writes. A task
+/// whose values differ from its step's was bound by Slurm.
+pub fn slurm_gpu_variables() -> impl Iterator<Item = &'static str> {
+    ["SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL"]
+        .into_iter()
+        .chain(VARIABLES.iter().filter(|v| v.slurm_gres).map(|v| v.name))
+}
+
 /// Every variable name this plugin may write (for docs and the CLI).
 pub fn all_names() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = VARIABLES.iter().map(|v| v.name).collect();
-    v.extend([ZE_AFFINITY_MASK, ZE_FLAT_DEVICE_HIERARCHY]);
-    v
+    VARIABLES.iter().map(|v| v.name).collect()
 }
 
 /// The variables for a task holding `devs`, given its environment `task_env` and the Level
@@ -213,59 +332,17 @@ pub fn task_env(
     task_env: &BTreeMap<String, String>,
     discovery_model: Option<ZeHierarchy>,
 ) -> Result<(BTreeMap<String, String>, Vec<String>), InvalidValue> {
+    let context = Context { devs, task_env, discovery_model };
     let mut out = BTreeMap::new();
     let mut warnings = Vec::new();
     for var in &VARIABLES {
-        if let Some(v) = (var.value)(devs) {
+        let (value, warning) = (var.value)(&context);
+        warnings.extend(warning);
+        if let Some(v) = value {
             if !(var.valid)(&v) {
                 return Err(InvalidValue { variable: var.name, shown: shown(&v) });
             }
             out.insert(var.name.to_string(), v);
-        }
-    }
-    for d in devs.iter().filter(|d| is_mellanox_ofa(d) && d.active_ports.is_empty()) {
-        warnings.push(format!(
-            "{} reports no active port, so UCX_NET_DEVICES does not name it (UCX needs device:port)",
-            d.name
-        ));
-    }
-    let ze: Vec<(u32, u32)> = devs
-        .iter()
-        .filter_map(|d| match d.gpu_id() {
-            Some(GpuIdentity::LevelZero { driver, device }) => Some((*driver, *device)),
-            _ => None,
-        })
-        .collect();
-    if !ze.is_empty() {
-        let drivers: std::collections::BTreeSet<u32> = ze.iter().map(|(d, _)| *d).collect();
-        let wanted = task_env.get(ZE_FLAT_DEVICE_HIERARCHY);
-        match (discovery_model, wanted) {
-            _ if drivers.len() > 1 => warnings.push(format!(
-                "the assigned Level Zero GPUs belong to {} drivers, and ZE_AFFINITY_MASK is read per driver: \
-                 ZE_AFFINITY_MASK not set; map with ndev=1 or keep each task on one driver",
-                drivers.len()
-            )),
-            (None, _) => warnings.push(
-                "the Level Zero hierarchy model of the topology's discovery is unknown, so its ordinals cannot \
-                 be trusted: ZE_AFFINITY_MASK not set; the admin sets ze_hierarchy in the plugin's config"
-                    .to_string(),
-            ),
-            (Some(model), Some(w)) if ZeHierarchy::parse(w) != Some(model) => warnings.push(format!(
-                "the task asks for ZE_FLAT_DEVICE_HIERARCHY={w} but the ordinals were recorded under {}: \
-                 ZE_AFFINITY_MASK and ZE_FLAT_DEVICE_HIERARCHY not set; unset ZE_FLAT_DEVICE_HIERARCHY or set it to {}",
-                model.as_str(),
-                model.as_str()
-            )),
-            (Some(model), wanted) => {
-                let mask = ze.iter().map(|(_, d)| d.to_string()).collect::<Vec<_>>().join(",");
-                if !valid_ze_mask(&mask) {
-                    return Err(InvalidValue { variable: ZE_AFFINITY_MASK, shown: shown(&mask) });
-                }
-                out.insert(ZE_AFFINITY_MASK.into(), mask);
-                if wanted.is_none() {
-                    out.insert(ZE_FLAT_DEVICE_HIERARCHY.into(), model.as_str().into());
-                }
-            }
         }
     }
     Ok((out, warnings))

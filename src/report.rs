@@ -4,6 +4,7 @@
 
 pub mod svg;
 
+use crate::cpuset::CpuSet;
 use crate::device::Device;
 use crate::node::Node;
 use crate::plan::{Plan, TaskPlan};
@@ -69,6 +70,31 @@ pub fn task_line(node: &Node, task: &TaskPlan) -> String {
         devices_text(node, task),
         cpus_text(task),
         env_text(task)
+    )
+}
+
+/// The plugin's `verbose` line for one task, like `--cpu-bind=verbose`: node, task (and
+/// its global id), devices, CPUs (`set` by the plan, or `kept` as Slurm bound them) and
+/// variables.
+pub fn verbose_line(
+    node_name: &str,
+    task: u32,
+    global: Option<u32>,
+    node: &Node,
+    tp: &TaskPlan,
+    cpus_now: Option<&CpuSet>,
+) -> String {
+    let cpus = match (&tp.cpus, cpus_now) {
+        (Some(c), _) => format!("CPUs {c} set"),
+        (None, Some(now)) => format!("CPUs {now} kept"),
+        (None, None) => "CPUs kept".to_string(),
+    };
+    let global = global.map(|g| format!(" (global {g})")).unwrap_or_default();
+    format!(
+        "map-by-device: {}, task {task}{global}: {}; {cpus}; {}",
+        printable(node_name),
+        devices_text(node, tp),
+        env_text(tp)
     )
 }
 

@@ -282,6 +282,13 @@ impl Spec {
                 Qualifier::Verbose => no_value(&mut spec.verbose)?,
             }
         }
+        spec.check_combinations()?;
+        Ok(spec)
+    }
+
+    /// The qualifiers that cannot be combined, refused with the reason and the fix.
+    fn check_combinations(&self) -> Result<(), SpecError> {
+        let spec = self;
         if spec.closest {
             if spec.bind.is_some_and(|b| b != BindLevel::None) {
                 return Err(SpecError::Conflict {
@@ -312,7 +319,7 @@ impl Spec {
                 reason: "pe= sizes a binding that bind=none turns off; drop one of them",
             });
         }
-        Ok(spec)
+        Ok(())
     }
 
     /// The binding in force: `bind=` if given; `closest` implies none; `pe=` without `bind=`

@@ -60,11 +60,18 @@ impl fmt::Display for PciBusId {
 
 crate::cpuset::serde_as_text!(PciBusId);
 
+/// Text that is not a PCI bus id; keeps the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid PCI bus id {text:?} (expected DDDD:BB:DD.F such as 0000:06:00.0)")]
+pub struct PciBusIdError {
+    pub text: String,
+}
+
 impl std::str::FromStr for PciBusId {
-    type Err = String;
+    type Err = PciBusIdError;
     /// Reads `0000:06:00.0` or `06:00.0` (domain 0).
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("invalid PCI bus id {s:?} (expected DDDD:BB:DD.F such as 0000:06:00.0)");
+    fn from_str(s: &str) -> Result<Self, PciBusIdError> {
+        let bad = || PciBusIdError { text: s.to_string() };
         let (rest, function) = s.rsplit_once('.').ok_or_else(bad)?;
         let parts: Vec<&str> = rest.split(':').collect();
         let (domain, bus, device) = match parts.as_slice() {

@@ -56,6 +56,13 @@ fn refused(args: &[&str]) -> String {
     err
 }
 
+/// Asserts that `out` contains every one of `needles`, naming the first one missing.
+fn contains_all(out: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
+    }
+}
+
 fn keys(v: &Value) -> BTreeSet<&str> {
     v.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default()
 }
@@ -436,18 +443,19 @@ fn check_reads_plugstack_lines_and_includes() {
     let o = run(&["check", "--topology", &turin, "--plugstack", &bad]);
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
-    for needle in [
-        "/nonexistent/map_by_device.so (MISSING)",
-        "which does not exist: Slurm skips it (optional)",
-        "which does not exist: every srun on this node fails (required)",
-        "the plugin is loaded 2 times",
-        "\"relative.xml\"",
-        "not absolute",
-        "line 3: Slurm cannot read \"required\"",
-        "bad.conf line 1 loads the plugin as optional: Slurm ignores the failures of an optional plugin",
-    ] {
-        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
-    }
+    contains_all(
+        &out,
+        &[
+            "/nonexistent/map_by_device.so (MISSING)",
+            "which does not exist: Slurm skips it (optional)",
+            "which does not exist: every srun on this node fails (required)",
+            "the plugin is loaded 2 times",
+            "\"relative.xml\"",
+            "not absolute",
+            "line 3: Slurm cannot read \"required\"",
+            "bad.conf line 1 loads the plugin as optional: Slurm ignores the failures of an optional plugin",
+        ],
+    );
 }
 
 #[test]
@@ -459,41 +467,44 @@ fn check_reports_cache_and_step_gpu_settings() {
     // node saying when to turn it on. --topology is another node: its cache is not looked at.
     let c = dir.file("defaults.toml", "default = \"gpu\"\n");
     let out = ok(&["check", "--topology", &turin, "--config", &c]);
-    for needle in [
-        "    proc_root         (unset: /proc, the node's own)\n",
-        "    sys_root          (unset: /sys, the node's own)\n",
-        "    cache             true (default): the steps read the topology slurmd discovered at its start\n",
-        "    cache_dir         /run/map-by-device (default)\n",
-        "    require_step_gpus false (default): a step without SLURM_STEP_GPUS maps over every GPU of the node\n",
-        "4 GPUs here and require_step_gpus is not set",
-        "set require_step_gpus = true in the config file",
-    ] {
-        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
-    }
+    contains_all(
+        &out,
+        &[
+            "    proc_root         (unset: /proc, the node's own)\n",
+            "    sys_root          (unset: /sys, the node's own)\n",
+            "    cache             true (default): the steps read the topology slurmd discovered at its start\n",
+            "    cache_dir         /run/map-by-device (default)\n",
+            "    require_step_gpus false (default): a step without SLURM_STEP_GPUS maps over every GPU of the node\n",
+            "4 GPUs here and require_step_gpus is not set",
+            "set require_step_gpus = true in the config file",
+        ],
+    );
     assert!(!out.contains("topology cache /"), "no look at this machine's cache with --topology:\n{out}");
 
     // Every key set: shown as set; no GRES note once require_step_gpus is on.
     let c = dir.file("set.toml", "cache = false\ncache_dir = \"/run/mbd\"\nrequire_step_gpus = true\n");
     let out = ok(&["check", "--topology", &turin, "--config", &c]);
-    for needle in [
-        "    cache             false: every step discovers the node itself (about 15 ms per step)\n",
-        "    cache_dir         /run/mbd (not used)\n",
-        "    require_step_gpus true: a GPU mapping of a step without SLURM_STEP_GPUS is refused\n",
-    ] {
-        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
-    }
+    contains_all(
+        &out,
+        &[
+            "    cache             false: every step discovers the node itself (about 15 ms per step)\n",
+            "    cache_dir         /run/mbd (not used)\n",
+            "    require_step_gpus true: a GPU mapping of a step without SLURM_STEP_GPUS is refused\n",
+        ],
+    );
     assert!(!out.contains("require_step_gpus is not set"), "{out}");
 
     // With topology= the steps read the XML: no cache, and no driver files unless configured.
     let c = dir.file("xml.toml", &format!("topology = \"{turin}\"\ncache = true\n"));
     let out = ok(&["check", "--config", &c]);
-    for needle in [
-        "    proc_root         (unset: no driver file is read with topology=)\n",
-        "    cache             not used: the steps read topology= instead\n",
-        "    cache_dir         /run/map-by-device (default) (not used)\n",
-    ] {
-        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
-    }
+    contains_all(
+        &out,
+        &[
+            "    proc_root         (unset: no driver file is read with topology=)\n",
+            "    cache             not used: the steps read topology= instead\n",
+            "    cache_dir         /run/map-by-device (default) (not used)\n",
+        ],
+    );
     assert!(!out.contains("topology cache /"), "{out}");
 
     // A wrong type is a configuration error naming the key.

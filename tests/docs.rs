@@ -296,3 +296,65 @@ fn every_config_key_is_documented() {
         }
     }
 }
+
+/// The source files under `dir` (relative to it), recursively.
+fn rust_files(dir: &Path, rel: &str, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+        if e.file_type().unwrap().is_dir() {
+            rust_files(&e.path(), &path, out);
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The file names one code-map section mentions, as paths relative to its crate's `src/`:
+/// each bullet's first name, and the bare `x.rs` names of a bullet about a directory `d/`
+/// as `d/x.rs`.
+fn code_map_names(section: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for bullet in section.split("\n- ").skip(1) {
+        let names: Vec<&str> = bullet
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|n| (n.ends_with(".rs") || n.ends_with('/')) && !n.contains(' ') && !n.starts_with('/'))
+            .collect();
+        let dir = names.first().filter(|n| n.ends_with('/')).copied();
+        for n in names {
+            match dir {
+                Some(d) if !n.contains('/') => out.push(format!("{d}{n}")),
+                _ => out.push(n.to_string()),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_code_map_names_every_source_file_and_nothing_else() {
+    let doc = read("docs/ARCHITECTURE.md");
+    let map = doc.split("## Code map").nth(1).and_then(|s| s.split("### Around the code").next()).unwrap();
+    let engine = map.split("### `spank/`").next().unwrap();
+    let plugin = map.split("### `spank/`").nth(1).unwrap();
+    for (section, crate_dir) in [(engine, "src"), (plugin, "spank/src")] {
+        let named = code_map_names(section);
+        let mut files = Vec::new();
+        rust_files(&root().join(crate_dir), "", &mut files);
+        for f in &files {
+            let dir_module = f.strip_suffix("mod.rs").filter(|d| named.iter().any(|n| n == d));
+            assert!(
+                named.contains(f) || dir_module.is_some(),
+                "{crate_dir}/{f} is not in docs/ARCHITECTURE.md's code map: add it"
+            );
+        }
+        for n in &named {
+            let exists =
+                [crate_dir, crate_dir.trim_end_matches("/src")].iter().any(|d| root().join(d).join(n).exists());
+            assert!(exists, "docs/ARCHITECTURE.md's code map names {n}, which is not in {crate_dir}: fix the map");
+        }
+    }
+}

@@ -31,11 +31,22 @@ const CASES: [(&str, u32); 10] = [
     ("gpu:closest", 2),
 ];
 
+/// The header every expected file starts with: what its records mean.
+const HEADER: &str = "\
+# What this file records (written by tests/golden.rs; MBD_BLESS=1 rewrites it):
+# - '## devices': the node's devices in mapping order (class, then PCI bus order): class, bus id,
+#   primary name, the GPU's vendor identity if it has one, [every OS device name of the function],
+#   locality (the CPUs of its nearest non-I/O ancestor), and why a GPU has no identity.
+# - '## -n N SPEC': the plan for N tasks of one step on the whole node: one line per task (its
+#   devices; its CPU mask; the variables it is given), then the plan's warnings, or the refusal
+#   ('error: ...') a user would get.
+";
+
 fn render(path: &Path) -> String {
     let topo = load::from_xml_file(path).unwrap_or_else(|e| panic!("{e}"));
     let options = NodeOptions { ze_hierarchy: Some(ZeHierarchy::Composite), ..NodeOptions::default() };
     let node = Node::new(topo, options);
-    let mut out = String::new();
+    let mut out = String::from(HEADER);
     let _ = writeln!(out, "# {} (host {})", path.file_name().unwrap().to_string_lossy(), node.hostname());
     let _ = writeln!(out, "## devices");
     for d in &node.devices {

@@ -62,6 +62,20 @@ const GOLDEN: [(&str, &str, &str, u32); 8] = [
     ("drm-only-devices", "drm-only.xml", "", 0),
 ];
 
+/// A golden picture starts with a comment saying what it records and how it is compared.
+fn with_header(svg: &str, fixture: &str, spec: &str, n: u32) -> String {
+    let what = if spec.is_empty() { "the devices view".to_string() } else { format!("plan -n {n} {spec}") };
+    let header = format!(
+        "<!-- Golden picture (tests/svg.rs; MBD_BLESS=1 rewrites it): {what} on topologies/{fixture}. \
+         Compared by what it says, not by coordinates: each CPU cell's and device's tasks and stripe colours, \
+         each legend entry's CPUs, devices and variables, the warnings and the refusal. -->\n"
+    );
+    match svg.split_once('\n') {
+        Some((decl, rest)) if decl.starts_with("<?xml") => format!("{decl}\n{header}{rest}"),
+        _ => format!("{header}{svg}"),
+    }
+}
+
 #[test]
 fn golden_pictures_say_what_they_said() {
     let dir = root().join("tests/expected/svg");
@@ -73,7 +87,7 @@ fn golden_pictures_say_what_they_said() {
         let path = dir.join(format!("{name}.svg"));
         if bless {
             std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(&path, &svg).unwrap();
+            std::fs::write(&path, with_header(&svg, fixture, spec, n)).unwrap();
             continue;
         }
         let Ok(golden) = std::fs::read_to_string(&path) else {

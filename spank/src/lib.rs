@@ -24,6 +24,7 @@ mod cache;
 mod step;
 
 use map_by_device::config::Config;
+use map_by_device::report;
 use map_by_device::spec::Spec;
 use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle, SpankOption};
 use std::collections::BTreeMap;
@@ -170,6 +171,9 @@ fn admin_log(level: LogLevel, message: &str) {
     spank_log(level, &format!("map-by-device: {message}"));
 }
 
+// SAFETY: slurm-spank's contract: the task hooks run in children slurmstepd forks from itself,
+// so the plugin must not be multi-threaded. It starts no thread: every hook runs on Slurm's
+// thread and returns, and live discovery runs in a forked child process (bounded), not a thread.
 unsafe impl Plugin for MapByDevice {
     /// No tracing subscriber: this plugin logs through Slurm directly, and does not read
     /// `RUST_LOG` from a user's environment.
@@ -305,92 +309,36 @@ unsafe impl Plugin for MapByDevice {
             let Some(step) = &self.step else { return Ok(()) };
             let task = spank.task_id().map_err(|e| HookError::Report(format!("cannot read the task id: {e}")))?;
             let task = u32::try_from(task).map_err(|_| HookError::Report(format!("bad local task id {task}")))?;
-            let planned = match step {
-                Step::Off => return Ok(()),
-                Step::Refused { origin: Origin::AdminDefault, message } => {
-                    if task == 0 {
-                        admin_log(LogLevel::Debug, &format!("default not applied, task runs unmapped: {message}"));
-                    }
-                    return Ok(());
-                }
-                // The same node-wide refusal for every task: task 0 says it once.
-                Step::Refused { origin: Origin::User, message } => {
-                    return Err(if task == 0 {
-                        HookError::Report(message.clone())
-                    } else {
-                        HookError::Quiet(message.clone())
-                    })
-                }
-                Step::Planned(p) => p,
-            };
+            let Some(planned) = planned_step(step, task)? else { return Ok(()) };
             let soft = planned.origin == Origin::AdminDefault;
-            let refuse = |message: String| -> Result<(), HookError> {
-                if soft {
-                    admin_log(LogLevel::Debug, &format!("default not applied to task {task}: {message}"));
-                    Ok(())
-                } else {
-                    Err(HookError::Report(message))
-                }
-            };
-            let tp = match planned.task_plan(task) {
-                Ok(tp) => tp,
-                Err(message) => return refuse(message),
-            };
-            // Slurm bound GPUs to the tasks itself (--gpu-bind ...): under ConstrainDevices the
-            // task can open only those, so a GPU from the plan could be one it may not use.
-            // The job's own request fails with the fix; the admin's default steps aside.
-            if planned.assigns_gpu(&tp) {
-                let now = |name: &str| spank.getenv(name).ok().flatten();
-                if let Some(why) = step::slurm_gpu_binding(&planned.facts.env, now) {
-                    if soft {
-                        if task == 0 {
-                            admin_log(
-                                LogLevel::Debug,
-                                &format!("default not applied, Slurm binds the GPUs of this step ({why})"),
-                            );
-                        }
-                        return Ok(());
+            match map_task(spank, planned, task) {
+                Ok(()) => Ok(()),
+                // Slurm bound GPUs to the tasks itself (--gpu-bind ...): under ConstrainDevices
+                // the task can open only those, so a GPU from the plan could be one it may not
+                // use. The job's own request fails with the fix; the admin's default steps aside.
+                Err(Refusal::SlurmBindsGpus(why)) if soft => {
+                    if task == 0 {
+                        admin_log(
+                            LogLevel::Debug,
+                            &format!("default not applied, Slurm binds the GPUs of this step ({why})"),
+                        );
                     }
-                    let message = format!(
+                    Ok(())
+                }
+                Err(Refusal::SlurmBindsGpus(why)) => Err(once(
+                    task,
+                    format!(
                         "--map-by-device={} cannot be combined with Slurm's GPU binding ({why}; --gpus-per-task and \
                          --ntasks-per-gpu imply one): drop --gpu-bind or use --gpu-bind=none, or drop --map-by-device",
                         planned.spec
-                    );
-                    return Err(if task == 0 { HookError::Report(message) } else { HookError::Quiet(message) });
+                    ),
+                )),
+                Err(Refusal::Task(message)) if soft => {
+                    admin_log(LogLevel::Debug, &format!("default not applied to task {task}: {message}"));
+                    Ok(())
                 }
+                Err(Refusal::Task(message)) => Err(HookError::Report(message)),
             }
-            if let Some(cpus) = &tp.cpus {
-                // Never outside the step's CPUs, whatever the plan says.
-                if let Some(allowed) = &planned.facts.allowed_cpus {
-                    if !cpus.is_subset(allowed) {
-                        return refuse(format!(
-                            "task {task}: CPUs {cpus} are not all allocated to the step (allowed: {allowed}); not binding"
-                        ));
-                    }
-                }
-                if let Err(e) = affinity::set_current(cpus) {
-                    return refuse(format!("task {task}: cannot bind to CPUs {cpus}: {e}"));
-                }
-            }
-            for (name, value) in &tp.env {
-                if let Err(e) = spank.setenv(name, value, true) {
-                    return refuse(format!("task {task}: cannot set {name}={value}: {e}"));
-                }
-            }
-            if task == 0 && !soft {
-                for w in &planned.plan.warnings {
-                    slurm_spank::slurm_spank_log(&format!("map-by-device: warning: {w}"));
-                }
-            }
-            if planned.spec.verbose {
-                let now = affinity::current().ok();
-                let global = spank.task_global_id().ok();
-                // Slurm's node name is in the task's environment by now (not in user_init's).
-                let node = spank.getenv("SLURMD_NODENAME").ok().flatten();
-                let line = planned.verbose_line(node.as_deref(), task, global, &tp, now.as_ref());
-                slurm_spank::slurm_spank_log(&line);
-            }
-            Ok(())
         });
         self.quiet = matches!(&result, Err(e) if matches!(e.downcast_ref::<HookError>(), Some(HookError::Quiet(_))));
         result
@@ -459,6 +407,80 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<ma
             None
         }
     }
+}
+
+/// The step's plan for task `task`, `None` when there is nothing to do; the job's own
+/// refusal, the same for every task of the node, is an error (task 0 says it once).
+fn planned_step(step: &Step, task: u32) -> Result<Option<&step::Planned>, HookError> {
+    match step {
+        Step::Off => Ok(None),
+        Step::Refused { origin: Origin::AdminDefault, message } => {
+            if task == 0 {
+                admin_log(LogLevel::Debug, &format!("default not applied, task runs unmapped: {message}"));
+            }
+            Ok(None)
+        }
+        Step::Refused { origin: Origin::User, message } => Err(once(task, message.clone())),
+        Step::Planned(p) => Ok(Some(p)),
+    }
+}
+
+/// A node-wide message: reported by task 0, the other tasks fail quietly.
+fn once(task: u32, message: String) -> HookError {
+    if task == 0 {
+        HookError::Report(message)
+    } else {
+        HookError::Quiet(message)
+    }
+}
+
+/// Why a task is not mapped as planned.
+enum Refusal {
+    /// Slurm bound GPUs to the tasks (what gave it away).
+    SlurmBindsGpus(String),
+    /// Something about this task (its plan, its binding, its variables).
+    Task(String),
+}
+
+/// Task `task`'s part of the plan: its assignment, checked against Slurm's own GPU
+/// binding, applied (mask, then variables) and reported (warnings, `verbose`).
+fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Result<(), Refusal> {
+    let tp = planned.task_plan(task).map_err(Refusal::Task)?;
+    if planned.assigns_gpu(&tp) {
+        let now = |name: &str| spank.getenv(name).ok().flatten();
+        if let Some(why) = step::slurm_gpu_binding(&planned.facts.env, now) {
+            return Err(Refusal::SlurmBindsGpus(why));
+        }
+    }
+    if let Some(cpus) = &tp.cpus {
+        // Never outside the step's CPUs, whatever the plan says.
+        if let Some(allowed) = planned.facts.allowed_cpus.as_ref().filter(|a| !cpus.is_subset(a)) {
+            return Err(Refusal::Task(format!(
+                "task {task}: CPUs {cpus} are not all allocated to the step (allowed: {allowed}); not binding"
+            )));
+        }
+        affinity::set_current(cpus)
+            .map_err(|e| Refusal::Task(format!("task {task}: cannot bind to CPUs {cpus}: {e}")))?;
+    }
+    for (name, value) in &tp.env {
+        spank
+            .setenv(name, value, true)
+            .map_err(|e| Refusal::Task(format!("task {task}: cannot set {name}={value}: {e}")))?;
+    }
+    if task == 0 && planned.origin == Origin::User {
+        for w in &planned.plan.warnings {
+            slurm_spank::slurm_spank_log(&format!("map-by-device: warning: {w}"));
+        }
+    }
+    if planned.spec.verbose {
+        let now = affinity::current().ok();
+        let global = spank.task_global_id().ok();
+        // Slurm's node name is in the task's environment by now (not in user_init's).
+        let node = spank.getenv("SLURMD_NODENAME").ok().flatten();
+        let node = node.as_deref().unwrap_or(&planned.node_name);
+        slurm_spank::slurm_spank_log(&report::verbose_line(node, task, global, &planned.node, &tp, now.as_ref()));
+    }
+    Ok(())
 }
 
 /// The job's `--map-by-device` text, from the command line, `#SBATCH` or the environment

@@ -13,7 +13,6 @@ use map_by_device::cpuset::CpuSet;
 use map_by_device::device::DeviceClass;
 use map_by_device::node::Node;
 use map_by_device::plan::{self, Plan, StepFacts, TaskPlan};
-use map_by_device::report;
 use map_by_device::spec::{Spec, Target};
 use map_by_device::topology::{ObjKind, Topology};
 use std::collections::BTreeMap;
@@ -333,16 +332,12 @@ fn cores_cpus(topology: &Topology, list: &str) -> Result<CpuSet, String> {
     Ok(cpus)
 }
 
-/// The variables Slurm rewrites for each task when it binds GPUs to tasks
-/// (`gres_g_task_set_env`, after `task_init_privileged`, before `task_init`).
-pub const GPU_VARS: [&str; 5] =
-    ["SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "GPU_DEVICE_ORDINAL"];
-
 /// Whether Slurm bound GPUs to this task (`--gpu-bind`, or implied by `--gpus-per-task`,
 /// `--ntasks-per-gpu`, `--accel-bind=g`), judged in `task_init` by comparing the task's
 /// environment (`now`) with the step's as `user_init` saw it (docs/slurm-allocation.md §3):
 /// `SLURMD_TRES_BIND` appeared (or changed) with a `gpu:` binding other than `none`, or one
-/// of [`GPU_VARS`] changed. `gpu:none` is no binding, whatever it did to the variables.
+/// of `env::slurm_gpu_variables` changed (Slurm rewrites them per task after
+/// `task_init_privileged`, before `task_init`). `gpu:none` is no binding, whatever it did to the variables.
 /// Returns what gave it away, for the message.
 pub fn slurm_gpu_binding(step_env: &BTreeMap<String, String>, now: impl Fn(&str) -> Option<String>) -> Option<String> {
     if let Some(tres) = now("SLURMD_TRES_BIND").filter(|t| step_env.get("SLURMD_TRES_BIND") != Some(t)) {
@@ -359,7 +354,7 @@ pub fn slurm_gpu_binding(step_env: &BTreeMap<String, String>, now: impl Fn(&str)
             return Some(format!("SLURMD_TRES_BIND={tres}"));
         }
     }
-    GPU_VARS.iter().find_map(|&var| {
+    map_by_device::env::slurm_gpu_variables().find_map(|var| {
         let (before, after) = (step_env.get(var).cloned(), now(var));
         (before != after).then(|| {
             let show = |v: Option<String>| v.map_or("unset".to_string(), |v| format!("{v:?}"));
@@ -426,30 +421,6 @@ impl Planned {
         plan.tasks.iter().find(|t| t.task == task).cloned().ok_or_else(|| {
             format!("the plan has no assignment for local task {task} ({} tasks planned)", plan.tasks.len())
         })
-    }
-
-    /// The `verbose` line for one task, like `--cpu-bind=verbose`: node, task, devices, CPUs
-    /// and variables.
-    pub fn verbose_line(
-        &self,
-        node: Option<&str>,
-        task: u32,
-        global: Option<u32>,
-        tp: &TaskPlan,
-        cpus_now: Option<&CpuSet>,
-    ) -> String {
-        let cpus = match (&tp.cpus, cpus_now) {
-            (Some(c), _) => format!("CPUs {c} set"),
-            (None, Some(now)) => format!("CPUs {now} kept"),
-            (None, None) => "CPUs kept".to_string(),
-        };
-        let global = global.map(|g| format!(" (global {g})")).unwrap_or_default();
-        format!(
-            "map-by-device: {}, task {task}{global}: {}; {cpus}; {}",
-            node.unwrap_or(&self.node_name),
-            report::devices_text(&self.node, tp),
-            report::env_text(tp)
-        )
     }
 }
 

@@ -18,6 +18,30 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// Why a command could not run: the engine's refusal (its own message), or a flag or file
+/// that cannot be used (the flag or path, and the fix). Printed as one line, exit 2.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Spec(#[from] map_by_device::spec::SpecError),
+    #[error(transparent)]
+    Load(#[from] map_by_device::load::LoadError),
+    #[error(transparent)]
+    Plan(#[from] map_by_device::plan::PlanError),
+    #[error("{flag}: {source}")]
+    CpuList { flag: &'static str, source: map_by_device::cpuset::CpuListError },
+    #[error("--step-gpus: {0}")]
+    StepGpus(#[from] map_by_device::plan::StepGpusError),
+    #[error("invalid --env {given:?}: expected NAME=VALUE")]
+    Env { given: String },
+    #[error("invalid --ze-hierarchy {given:?}: expected FLAT, COMPOSITE or COMBINED")]
+    ZeHierarchy { given: String },
+    #[error("cannot read {flag} {}: {source}", path.display())]
+    Read { flag: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("cannot write --svg {}: {source}", path.display())]
+    WriteSvg { path: PathBuf, source: std::io::Error },
+}
+
 #[derive(Parser)]
 #[command(
     name = "map-by-device",
@@ -121,14 +145,14 @@ struct PlanArgs {
     spec: String,
 }
 
-fn node_from(source: &Source) -> Result<Node, String> {
+fn node_from(source: &Source) -> Result<Node, CliError> {
     node_with(source, &Config::default(), false)
 }
 
 /// Builds the node from the flags, falling back on the plugin's settings (`check`): its
 /// `topology=`, `proc_root`, `sys_root` and `ze_hierarchy`. With `configured`, the Level Zero
 /// model comes from the settings only, as in the plugin.
-fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node, String> {
+fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node, CliError> {
     let xml = source.topology.as_ref().or(config.topology.as_ref());
     let live = xml.is_none();
     let topology = match (&source.topology, &config.topology) {
@@ -136,8 +160,7 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
         // The plugin's own topology=, read the way the plugin reads it.
         (None, Some(path)) => map_by_device::load::from_trusted_xml_file(path),
         (None, None) => map_by_device::load::live(config.discovery_timeout()),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     let hostname = source.hostname.clone().or_else(|| live.then(map_by_device::host::name).flatten());
     // The plugin's rules first (config roots, else the node's own /proc and /sys when live),
     // then the flags on top.
@@ -150,10 +173,7 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
     }
     match &source.ze_hierarchy {
         Some(m) => {
-            options.ze_hierarchy = Some(
-                ZeHierarchy::parse(m)
-                    .ok_or_else(|| format!("invalid --ze-hierarchy {m:?}: expected FLAT, COMPOSITE or COMBINED"))?,
-            )
+            options.ze_hierarchy = Some(ZeHierarchy::parse(m).ok_or(CliError::ZeHierarchy { given: m.clone() })?)
         }
         // With the plugin's settings the model comes from them only, as in the plugin.
         None if configured => {}
@@ -166,24 +186,24 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
     Ok(Node::new(topology, options))
 }
 
-fn facts_from(args: &PlanArgs) -> Result<StepFacts, String> {
+fn facts_from(args: &PlanArgs) -> Result<StepFacts, CliError> {
     let allowed_cpus = args
         .allowed_cpus
         .as_deref()
-        .map(|t| CpuSet::parse_list(t).map_err(|e| format!("--allowed-cpus: {e}")))
+        .map(|t| CpuSet::parse_list(t).map_err(|source| CliError::CpuList { flag: "--allowed-cpus", source }))
         .transpose()?;
     let task_cpus = args
         .task_cpus
         .as_deref()
         .map(|t| {
             t.split(';')
-                .map(|l| CpuSet::parse_list(l).map_err(|e| format!("--task-cpus: {e}")))
+                .map(|l| CpuSet::parse_list(l).map_err(|source| CliError::CpuList { flag: "--task-cpus", source }))
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
     let mut env = BTreeMap::new();
     for kv in &args.env {
-        let (k, v) = kv.split_once('=').ok_or_else(|| format!("invalid --env {kv:?}: expected NAME=VALUE"))?;
+        let (k, v) = kv.split_once('=').ok_or_else(|| CliError::Env { given: kv.clone() })?;
         env.insert(k.to_string(), v.to_string());
     }
     Ok(StepFacts {
@@ -192,11 +212,7 @@ fn facts_from(args: &PlanArgs) -> Result<StepFacts, String> {
         allowed_cpus,
         task_cpus,
         env,
-        step_gpus: args
-            .step_gpus
-            .as_deref()
-            .map(|t| map_by_device::plan::parse_step_gpus(t).map_err(|e| format!("--step-gpus: {e}")))
-            .transpose()?,
+        step_gpus: args.step_gpus.as_deref().map(map_by_device::plan::parse_step_gpus).transpose()?,
     })
 }
 
@@ -333,11 +349,11 @@ fn probe_cache(dir: &Path, plugin: Option<&Path>) -> CacheProbe {
 }
 
 /// `check`: resolves the settings as the plugin would, loads the node, and reports.
-fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
+fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
     for (flag, path) in [("--plugstack", &args.plugstack), ("--config", &args.config)] {
         if let Some(p) = path {
-            if let Err(e) = std::fs::metadata(p) {
-                return Err(format!("cannot read {flag} {}: {e}", p.display()));
+            if let Err(source) = std::fs::metadata(p) {
+                return Err(CliError::Read { flag, path: p.clone(), source });
             }
         }
     }
@@ -361,7 +377,11 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
             let mut plugin_args: Vec<String> = found.entries.first().map(|e| e.line.args.clone()).unwrap_or_default();
             let mut origin = found.entries.first().map(|e| e.origin.clone()).unwrap_or_default();
             if let Some(file) = &args.config {
-                let file = std::path::absolute(file).map_err(|e| format!("--config {}: {e}", file.display()))?;
+                let file = std::path::absolute(file).map_err(|source| CliError::Read {
+                    flag: "--config",
+                    path: file.clone(),
+                    source,
+                })?;
                 plugin_args.retain(|a| !a.starts_with("config="));
                 plugin_args.push(format!("config={}", file.display()));
                 if !origin.is_empty() {
@@ -397,6 +417,7 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
         }
         _ => None,
     };
+    let node = node.map_err(|e| e.to_string());
     let input = CheckInput {
         node: node.as_ref().map_err(Clone::clone),
         topology_source,
@@ -408,17 +429,17 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), String> {
     Ok((report.text, report.ready))
 }
 
-fn write_svg(path: &Path, svg: &str) -> Result<(), String> {
-    std::fs::write(path, svg).map_err(|e| format!("cannot write --svg {}: {e}", path.display()))
+fn write_svg(path: &Path, svg: &str) -> Result<(), CliError> {
+    std::fs::write(path, svg).map_err(|source| CliError::WriteSvg { path: path.to_path_buf(), source })
 }
 
 /// Runs one command: its output, and whether it succeeded (`false`: `check` found the node
 /// not ready, exit 1). `Err` is a refusal or usage error (exit 2).
-fn run(cli: Cli) -> Result<(String, bool), String> {
+fn run(cli: Cli) -> Result<(String, bool), CliError> {
     match cli.command {
         Command::Devices { source, class, json, svg } => {
             let node = node_from(&source)?;
-            let filter = class.as_deref().map(Spec::parse).transpose().map_err(|e| e.to_string())?.map(|s| s.target);
+            let filter = class.as_deref().map(Spec::parse).transpose()?.map(|s| s.target);
             let devices: Vec<&Device> = node
                 .devices
                 .iter()
@@ -435,14 +456,14 @@ fn run(cli: Cli) -> Result<(String, bool), String> {
             Ok((text, true))
         }
         Command::Plan(args) => {
-            let spec = Spec::parse(&args.spec).map_err(|e| e.to_string())?;
+            let spec = Spec::parse(&args.spec)?;
             let facts = facts_from(&args)?;
             let node = node_from(&args.source)?;
             let outcome = plan(&spec, &node, &facts);
             if let Some(path) = &args.svg {
                 write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
             }
-            let plan = outcome.map_err(|e| e.to_string())?;
+            let plan = outcome?;
             if args.json {
                 return Ok((format!("{}\n", report::plan_json(&node, &plan)), true));
             }

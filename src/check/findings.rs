@@ -1,0 +1,253 @@
+//! What [`super::check`] finds, one question per function: the plugin's setup, the
+//! topology cache, the devices and the variables they give, display adapters that are not
+//! GPUs, how each GPU is named, the GPU-allocation setting, and what the default does.
+
+use super::{CacheProbe, CacheState, DefaultOutcome, DeviceLine, GpuNaming, GpuStatus, Setup};
+use crate::config::Config;
+use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource};
+use crate::node::Node;
+use crate::plan::{plan, PlanError, StepFacts};
+use crate::report;
+use crate::spec::{BindLevel, Spec, Target};
+use std::collections::BTreeMap;
+
+/// Problems with how the plugin is enabled; the settings, when they could be read.
+pub(super) fn setup<'a>(setup: &'a Setup, problems: &mut Vec<String>) -> Option<&'a Config> {
+    let (entries, config, origin) = match setup {
+        Setup::NotExamined => return None,
+        Setup::NotEnabled { files } => {
+            problems.push(format!(
+                "the plugin is not enabled: no required/optional line for map_by_device.so in {} \
+                 (add one, see plugstack.conf.example or /etc/slurm/plugstack.conf.d/map-by-device.conf)",
+                if files.is_empty() { "plugstack.conf".to_string() } else { files.join(", ") }
+            ));
+            return None;
+        }
+        Setup::Configured { entries, config, origin } => (entries, config, origin),
+    };
+    if entries.len() > 1 {
+        let where_: Vec<&str> = entries.iter().map(|e| e.origin.as_str()).collect();
+        problems.push(format!(
+            "the plugin is loaded {} times ({}): Slurm would register --map-by-device twice; keep one line",
+            entries.len(),
+            where_.join(", ")
+        ));
+    }
+    for e in entries {
+        if !e.line.required {
+            problems.push(format!(
+                "{} loads the plugin as optional: Slurm ignores the failures of an optional plugin, so a request \
+                 it refuses (or a broken configuration) runs the job unmapped instead of failing the step; write \
+                 required",
+                e.origin
+            ));
+        }
+        if e.exists == Some(false) {
+            problems.push(format!(
+                "{} names the plugin {}, which does not exist: {}",
+                e.origin,
+                e.line.path,
+                if e.line.required {
+                    "every srun on this node fails (required); install the package or fix the path"
+                } else {
+                    "Slurm skips it (optional), so --map-by-device is unknown here; install the package or fix the path"
+                }
+            ));
+        }
+    }
+    match config {
+        Ok(c) => Some(c),
+        Err(e) => {
+            problems.push(format!(
+                "configuration error ({origin}): {e}; every srun/sbatch/salloc is refused until it is fixed"
+            ));
+            None
+        }
+    }
+}
+
+/// The topology cache, as a note: it makes steps faster, not different.
+pub(super) fn cache(probe: Option<&CacheProbe>, notes: &mut Vec<String>) -> Option<CacheState> {
+    let state = probe.map(super::cache_state);
+    match &state {
+        Some(CacheState::Absent { path, why }) => notes.push(format!(
+            "no topology cache ({why}): every step discovers the node itself (about 15 ms per step) until slurmd \
+             starts with the plugin in its plugstack.conf and writes {} (if it cannot, slurmd.log says why)",
+            path.display()
+        )),
+        Some(CacheState::Untrusted { path, reasons }) => notes.push(format!(
+            "the steps will not use the topology cache {}: {}; they discover the node themselves (about 15 ms per \
+             step). Restart slurmd, which rewrites the file, after making the cache directory and every directory \
+             above it root's and writable only by root (mode 0755) if they are not",
+            path.display(),
+            reasons.join("; ")
+        )),
+        _ => {}
+    }
+    state
+}
+
+/// One line per device with the variables a task mapped to it alone gets; problems with the
+/// Level Zero model and with values their variables refuse.
+pub(super) fn devices(node: &Node, problems: &mut Vec<String>, notes: &mut Vec<String>) -> Vec<DeviceLine> {
+    let ze = node.options.ze_hierarchy;
+    let level_zero = node.devices.iter().filter(|d| matches!(d.gpu_id(), Some(GpuIdentity::LevelZero { .. }))).count();
+    if level_zero > 0 && ze.is_none() {
+        problems.push(format!(
+            "{level_zero} Level Zero GPUs, but the hierarchy model their ordinals were recorded under is unknown, so \
+             ZE_AFFINITY_MASK is never written and every task sees every Intel GPU: set ze_hierarchy (FLAT, COMPOSITE \
+             or COMBINED: the ZE_FLAT_DEVICE_HIERARCHY in force where the topology was discovered) in the plugin's \
+             config file"
+        ));
+    }
+    let lines = node
+        .devices
+        .iter()
+        .map(|d| {
+            let (env, warnings) = match crate::env::task_env(&[d], &BTreeMap::new(), ze) {
+                Ok(found) => found,
+                Err(e) => {
+                    problems.push(format!("device {}: {e}", crate::env::shown(&d.name)));
+                    Default::default()
+                }
+            };
+            for w in warnings {
+                // The Level Zero model is reported once, above.
+                if !matches!(d.gpu_id(), Some(GpuIdentity::LevelZero { .. })) && !notes.contains(&w) {
+                    notes.push(w);
+                }
+            }
+            DeviceLine {
+                class: d.class,
+                busid: d.busid_text(),
+                name: d.name.clone(),
+                locality: d.locality.to_list(),
+                variables: env.keys().cloned().collect(),
+            }
+        })
+        .collect();
+    if node.topology.pci.is_empty() && node.topology.loose.is_empty() {
+        notes.push(
+            "the topology has no I/O devices at all: if this node has GPUs or adapters, the topology was \
+             exported without them (lstopo --of xml keeps them by default; slurmstepd's own hwloc_topo_*.xml \
+             cache does not) or hwloc could not see the PCI bus"
+                .to_string(),
+        );
+    }
+    lines
+}
+
+/// PCI display functions that are not compute GPUs (BMC adapters), by bus id and names.
+pub(super) fn ignored_displays(node: &Node) -> Vec<String> {
+    let gpu_busids: Vec<String> =
+        node.devices.iter().filter(|d| d.class == DeviceClass::Gpu).map(Device::busid_text).collect();
+    node.topology
+        .pci
+        .iter()
+        .filter(|f| f.is_display() && !gpu_busids.contains(&f.busid.to_string()))
+        .map(|f| {
+            let names: Vec<&str> = f.osdevs.iter().map(|o| o.name.as_str()).collect();
+            format!("{} {}", f.busid, if names.is_empty() { "(no OS device)".to_string() } else { names.join(" ") })
+        })
+        .collect()
+}
+
+/// How each GPU is named; a GPU that cannot be is a problem. With GPUs and settings that
+/// leave `require_step_gpus` unset, a note on GRES.
+pub(super) fn gpus(
+    node: &Node,
+    config: Option<&Config>,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Vec<GpuStatus> {
+    let gpus: Vec<GpuStatus> = node
+        .devices
+        .iter()
+        .filter(|d| d.class == DeviceClass::Gpu)
+        .map(|d| GpuStatus { busid: d.busid_text(), name: d.name.clone(), naming: gpu_naming(node, d) })
+        .collect();
+    for g in &gpus {
+        if let GpuNaming::Refused { message } = &g.naming {
+            problems.push(message.clone());
+        }
+    }
+    if !gpus.is_empty() && config.is_some_and(|c| c.require_step_gpus != Some(true)) {
+        notes.push(format!(
+            "{} GPUs here and require_step_gpus is not set: a step without SLURM_STEP_GPUS maps over every GPU of \
+             the node. If they are Slurm GRES (gres.conf), set require_step_gpus = true in the config file: Slurm \
+             unsets SLURM_STEP_GPUS for a step that asked for no GPU, and such a step would otherwise be told \
+             GPUs that are not its own",
+            gpus.len()
+        ));
+    }
+    gpus
+}
+
+/// What the default does here: a refusal is a problem, a default without devices a note.
+pub(super) fn default(
+    node: &Node,
+    config: Option<&Config>,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> DefaultOutcome {
+    let default = match config.and_then(|c| c.default.as_ref()) {
+        None => DefaultOutcome::NotConfigured,
+        Some(spec) => default_outcome(node, spec),
+    };
+    match &default {
+        // Already listed as a GPU problem: say so rather than repeat it.
+        DefaultOutcome::Refused { spec, message } if problems.contains(message) => problems.push(format!(
+            "the default {spec:?} does not map on this node, so its jobs run unmapped: its GPUs cannot be named (above)"
+        )),
+        DefaultOutcome::Refused { spec, message } => problems
+            .push(format!("the default {spec:?} does not map on this node, so its jobs run unmapped: {message}")),
+        DefaultOutcome::NotApplicable { spec, .. } => notes.push(format!(
+            "the default {spec:?} finds no device of its class here: jobs run unmapped (an admin default is soft)"
+        )),
+        _ => {}
+    }
+    default
+}
+
+fn gpu_naming(node: &Node, d: &Device) -> GpuNaming {
+    if let Some(id) = d.gpu_id() {
+        let source = match d.identity_source() {
+            Some(IdentitySource::Hwloc { osdev, key }) => format!("hwloc: {key} of {osdev}"),
+            Some(IdentitySource::DriverFile { path }) => format!("driver file {path}"),
+            None => "hwloc".to_string(),
+        };
+        return GpuNaming::Named { id: id.display_id(), source };
+    }
+    let mut spec = Spec::new(Target::Name(d.name.clone()));
+    spec.bind = Some(BindLevel::None);
+    let message = match plan(&spec, node, &StepFacts { ntasks: 1, ..StepFacts::default() }) {
+        Err(e) => e.to_string(),
+        // Not expected: a GPU without identity is always refused. Say what is known.
+        Ok(_) => format!(
+            "GPU {} at {} has no identity: {}",
+            d.name,
+            d.busid_text(),
+            d.identity_problem().unwrap_or("unknown reason")
+        ),
+    };
+    GpuNaming::Refused { message }
+}
+
+/// Plans the default for one task, as the plugin would for a one-task step.
+fn default_outcome(node: &Node, spec: &Spec) -> DefaultOutcome {
+    if spec.is_none() {
+        return DefaultOutcome::Off;
+    }
+    let text = spec.to_string();
+    match plan(spec, node, &StepFacts { ntasks: 1, ..StepFacts::default() }) {
+        Ok(p) => DefaultOutcome::Maps {
+            spec: text.to_string(),
+            task: p.tasks.first().map(|t| report::task_line(node, t)).unwrap_or_default(),
+            warnings: p.warnings,
+        },
+        Err(e @ PlanError::NoDevices { .. }) => {
+            DefaultOutcome::NotApplicable { spec: text.to_string(), reason: e.to_string() }
+        }
+        Err(e) => DefaultOutcome::Refused { spec: text.to_string(), message: e.to_string() },
+    }
+}

@@ -1,0 +1,289 @@
+//! `map-by-device check`: is this node ready for `--map-by-device`? One report, in plain
+//! words, for the administrator who just installed the plugin or changed a node.
+//!
+//! It answers, from the same engine the plugin runs:
+//! - which devices of each class the node has, in the order tasks are mapped to them;
+//! - for each GPU, whether it can be named to its runtime and from where (an hwloc backend's
+//!   info key, or a kernel driver file), and if not, the refusal a user would get, with its fix;
+//! - whether the plugin is enabled (a `plugstack.conf` line) and its settings are valid;
+//! - whether the admin's `default=` maps on this node (planned for one task);
+//! - the topology-cache and GPU-allocation settings (`cache`, `cache_dir`,
+//!   `require_step_gpus`) and, for this machine, whether slurmd's cache file is there and
+//!   passes the checks the steps make ([`cache_state`]).
+//!
+//! The node is ready when nothing a job could ask for is refused because of the node or its
+//! configuration: the settings are valid, the plugin file exists, every GPU can be named and
+//! the default (if any) maps. A default that finds no device of its class is *not* a problem:
+//! an admin default is soft, and such a node runs its jobs unmapped by design. The topology
+//! cache never makes a node unready: without it (or with one the steps do not trust) every
+//! step discovers the node itself, which is slower but maps the same way; it is reported in
+//! the notes.
+//!
+//! Pure: the caller (the CLI) reads the files, the topology and the cache file's metadata;
+//! this module only reads the values it is handed. [`parse_plugstack`] reads one
+//! `plugstack.conf` text; following its `include` lines is the caller's job.
+
+mod findings;
+mod plugstack;
+mod render;
+
+pub use crate::config::CACHE_FILE_NAME;
+pub use plugstack::{is_this_plugin, parse_plugstack, PluginEntry, PlugstackItem, PlugstackLine, Setup};
+
+use crate::device::DeviceClass;
+use crate::node::Node;
+use std::path::PathBuf;
+
+/// Everything [`check`] looks at.
+#[derive(Debug, Clone)]
+pub struct CheckInput<'a> {
+    /// The node, or why its topology could not be loaded.
+    pub node: Result<&'a Node, String>,
+    /// Where the topology came from, in words (`this machine (live hwloc discovery)`).
+    pub topology_source: String,
+    pub setup: Setup,
+    /// Problems the caller met while reading files (an unreadable include, an invalid line).
+    pub problems: Vec<String>,
+    /// What the caller saw of the topology cache on this machine; `None` when it did not look
+    /// (a `--topology` preview of another node, settings without a cache, or no settings).
+    pub cache: Option<CacheProbe>,
+}
+
+/// What the caller found when it read the topology cache on this machine the way a step
+/// does ([`crate::cache::read`]): the description of a cache the steps would use, or why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheProbe {
+    /// `<cache_dir>/topology.json`.
+    pub path: PathBuf,
+    pub outcome: Result<String, crate::cache::Miss>,
+}
+
+/// What [`cache_state`] makes of a [`CacheProbe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheState {
+    /// No cache file (or no directory): slurmd has not written one since it last started
+    /// with the plugin, so every step discovers the node itself.
+    Absent { path: PathBuf, why: String },
+    /// There is one, but the steps will not trust it: the reasons, one each.
+    Untrusted { path: PathBuf, reasons: Vec<String> },
+    /// The steps use it: every test a step makes passed (owner and mode of the directories and
+    /// files, the running slurmd's lock, the plugin build, this boot).
+    Trusted { path: PathBuf, description: String },
+}
+
+/// How a GPU is named to its runtime, or why it cannot be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuNaming {
+    /// Named by `id`; `source` says from where (`hwloc: NVIDIAUUID of nvml0`, a driver file).
+    Named { id: String, source: String },
+    /// A job mapping this GPU is refused with `message` (the engine's own words and fix).
+    Refused { message: String },
+}
+
+/// One GPU's line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuStatus {
+    pub busid: String,
+    pub name: String,
+    pub naming: GpuNaming,
+}
+
+/// What the admin's default does on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefaultOutcome {
+    /// No default configured (or the settings could not be read).
+    NotConfigured,
+    /// `default=none`.
+    Off,
+    /// It maps: one task's plan line, and the plan's warnings.
+    Maps { spec: String, task: String, warnings: Vec<String> },
+    /// No device of its class here: jobs run unmapped (soft), which is not a problem.
+    NotApplicable { spec: String, reason: String },
+    /// Refused for another reason: jobs run unmapped although the admin meant them mapped.
+    Refused { spec: String, message: String },
+}
+
+/// One device's line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceLine {
+    pub class: DeviceClass,
+    pub busid: String,
+    pub name: String,
+    pub locality: String,
+    /// The variables a task mapped to this device alone is given (names only).
+    pub variables: Vec<String>,
+}
+
+/// The outcome of [`check`].
+#[derive(Debug, Clone)]
+pub struct CheckReport {
+    pub host: Option<String>,
+    pub topology_source: String,
+    pub devices: Vec<DeviceLine>,
+    /// PCI display functions that are not compute GPUs (BMC adapters), by bus id and names.
+    pub ignored_display: Vec<String>,
+    pub gpus: Vec<GpuStatus>,
+    pub default: DefaultOutcome,
+    /// Why the node is not ready, one line each (empty when ready).
+    pub problems: Vec<String>,
+    /// Things worth knowing that do not make the node unready.
+    pub notes: Vec<String>,
+    /// The topology cache on this machine, when the caller looked ([`CheckInput::cache`]).
+    pub cache: Option<CacheState>,
+    /// The report in plain words.
+    pub text: String,
+    pub ready: bool,
+}
+
+/// Checks a node and its plugin configuration. Pure.
+pub fn check(input: &CheckInput<'_>) -> CheckReport {
+    let mut problems = input.problems.clone();
+    let mut notes = Vec::new();
+    let config = findings::setup(&input.setup, &mut problems);
+    let cache = findings::cache(input.cache.as_ref(), &mut notes);
+    let mut report = CheckReport {
+        host: None,
+        topology_source: input.topology_source.clone(),
+        devices: Vec::new(),
+        ignored_display: Vec::new(),
+        gpus: Vec::new(),
+        default: DefaultOutcome::NotConfigured,
+        problems: Vec::new(),
+        notes: Vec::new(),
+        cache,
+        text: String::new(),
+        ready: false,
+    };
+    match &input.node {
+        Err(e) => problems.push(format!("the topology cannot be loaded: {e}")),
+        Ok(node) => {
+            report.host = Some(node.hostname().to_string());
+            report.devices = findings::devices(node, &mut problems, &mut notes);
+            report.ignored_display = findings::ignored_displays(node);
+            report.gpus = findings::gpus(node, config, &mut problems, &mut notes);
+            report.default = findings::default(node, config, &mut problems, &mut notes);
+        }
+    }
+    report.ready = problems.is_empty() && input.node.is_ok();
+    report.problems = problems;
+    report.notes = notes;
+    report.text = render::report(&report, input);
+    report
+}
+
+/// What a [`CacheProbe`] means for the steps. Pure: the caller ran the steps' own reader.
+pub fn cache_state(probe: &CacheProbe) -> CacheState {
+    let path = probe.path.clone();
+    match &probe.outcome {
+        Ok(description) => CacheState::Trusted { path, description: description.clone() },
+        Err(crate::cache::Miss::Absent(why)) => CacheState::Absent { path, why: why.clone() },
+        Err(crate::cache::Miss::Rejected(why)) => CacheState::Untrusted { path, reasons: vec![why.clone()] },
+    }
+}
+
+/// How `d` is named, or the refusal a job mapping it alone would get (the engine's words).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn plugstack_lines_as_slurm_reads_them() {
+        let text = "# comment\n\
+                    include /etc/slurm/plugstack.conf.d/*.conf\n\
+                    \n\
+                    optional /usr/lib/slurm/map_by_device.so default=gpu  topology=/etc/t.xml # note\n\
+                    required   spank_other.so\n\
+                    required\n\
+                    bogus line\n";
+        let items = parse_plugstack(text);
+        assert_eq!(
+            items,
+            vec![
+                PlugstackItem::Include { line: 2, pattern: "/etc/slurm/plugstack.conf.d/*.conf".into() },
+                PlugstackItem::Plugin(PlugstackLine {
+                    line: 4,
+                    required: false,
+                    path: "/usr/lib/slurm/map_by_device.so".into(),
+                    args: vec!["default=gpu".into(), "topology=/etc/t.xml".into()],
+                }),
+                PlugstackItem::Plugin(PlugstackLine {
+                    line: 5,
+                    required: true,
+                    path: "spank_other.so".into(),
+                    args: vec![],
+                }),
+                PlugstackItem::Invalid { line: 6, text: "required".into() },
+                PlugstackItem::Invalid { line: 7, text: "bogus line".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn recognises_the_plugin_by_file_name() {
+        assert!(is_this_plugin("/usr/lib/x86_64-linux-gnu/slurm-wlm/map_by_device.so"));
+        assert!(is_this_plugin("/work/target/release/libmap_by_device_spank.so"));
+        assert!(is_this_plugin("map_by_device.so"));
+        assert!(!is_this_plugin("/usr/lib/slurm/spank_pyxis.so"));
+        assert!(!is_this_plugin("/opt/map_by_device/spank_other.so"));
+    }
+
+    #[test]
+    fn an_unloadable_topology_is_not_ready() {
+        let input = CheckInput {
+            node: Err("cannot read topology XML /x.xml".into()),
+            topology_source: "/x.xml".into(),
+            setup: Setup::NotExamined,
+            problems: vec![],
+            cache: None,
+        };
+        let r = check(&input);
+        assert!(!r.ready);
+        assert!(r.text.contains("cannot read topology XML /x.xml"), "{}", r.text);
+        assert!(r.text.contains("Ready: no, 1 problem:"), "{}", r.text);
+    }
+
+    fn probe(outcome: Result<&str, crate::cache::Miss>) -> CacheProbe {
+        CacheProbe { path: "/run/map-by-device/topology.json".into(), outcome: outcome.map(str::to_string) }
+    }
+
+    #[test]
+    fn the_cache_is_judged_by_the_steps_own_reader() {
+        use crate::cache::Miss;
+        let path = PathBuf::from("/run/map-by-device/topology.json");
+        assert_eq!(
+            cache_state(&probe(Ok("slurmd's cache"))),
+            CacheState::Trusted { path: path.clone(), description: "slurmd's cache".into() }
+        );
+        assert_eq!(
+            cache_state(&probe(Err(Miss::Absent("no cache file".into())))),
+            CacheState::Absent { path: path.clone(), why: "no cache file".into() }
+        );
+        assert_eq!(
+            cache_state(&probe(Err(Miss::Rejected("mode 0666".into())))),
+            CacheState::Untrusted { path, reasons: vec!["mode 0666".into()] }
+        );
+    }
+
+    #[test]
+    fn the_cache_never_makes_a_node_unready() {
+        let input = CheckInput {
+            node: Err("no topology".into()),
+            topology_source: "this machine".into(),
+            setup: Setup::Configured { entries: vec![], origin: "config file c".into(), config: Ok(Config::default()) },
+            problems: vec![],
+            cache: Some(probe(Err(crate::cache::Miss::Rejected("the directory is writable by others".into())))),
+        };
+        let r = check(&input);
+        assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);
+        assert!(r.notes.iter().any(|n| n.contains("will not use the topology cache")), "{:?}", r.notes);
+        assert!(r.text.contains("    cache             true (default)"), "{}", r.text);
+        assert!(r.text.contains("    cache_dir         /run/map-by-device (default)\n"), "{}", r.text);
+        assert!(r.text.contains("    require_step_gpus false (default)"), "{}", r.text);
+        assert!(
+            r.text.contains("topology cache /run/map-by-device/topology.json: not used by the steps"),
+            "{}",
+            r.text
+        );
+    }
+}

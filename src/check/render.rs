@@ -1,0 +1,202 @@
+//! The `check` report in plain words: the devices, the GPU names, the plugin's configuration
+//! and settings, the default, then the notes and the verdict.
+
+use super::{CacheState, CheckInput, CheckReport, DefaultOutcome, DeviceLine, GpuNaming, Setup};
+use crate::config::{Config, DEFAULT_CACHE_DIR, DEFAULT_PROC_ROOT, DEFAULT_SYS_ROOT};
+use crate::device::DeviceClass;
+use crate::spec::Spec;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// The whole report.
+pub(super) fn report(r: &CheckReport, input: &CheckInput<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Node {}: topology from {}", r.host.as_deref().unwrap_or("(unknown)"), r.topology_source);
+    if input.node.is_ok() {
+        devices(&mut out, r);
+        gpus(&mut out, r);
+    }
+    let _ = writeln!(out, "\nPlugin configuration:");
+    setup(&mut out, r, &input.setup);
+    default(&mut out, &r.default);
+    verdict(&mut out, r);
+    out
+}
+
+fn devices(out: &mut String, r: &CheckReport) {
+    let _ = writeln!(out, "\nDevices, in the order tasks are mapped to them (PCI bus order):");
+    for class in [DeviceClass::Gpu, DeviceClass::Network, DeviceClass::Block] {
+        let of: Vec<&DeviceLine> = r.devices.iter().filter(|d| d.class == class).collect();
+        if of.is_empty() {
+            let _ = writeln!(out, "  {class}: none");
+            continue;
+        }
+        let _ = writeln!(out, "  {class}: {}", of.len());
+        for (i, d) in of.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "    {i:>2}  {:<13} {:<12} CPUs {:<20} sets {}",
+                d.busid,
+                d.name,
+                d.locality,
+                if d.variables.is_empty() { "nothing".to_string() } else { d.variables.join(" ") }
+            );
+        }
+    }
+    for f in &r.ignored_display {
+        let _ = writeln!(out, "  not a compute GPU (display adapter without a render node or vendor backend): {f}");
+    }
+}
+
+fn gpus(out: &mut String, r: &CheckReport) {
+    if r.gpus.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nGPU names (what CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES/ZE_AFFINITY_MASK get):");
+    for g in &r.gpus {
+        match &g.naming {
+            GpuNaming::Named { id, source } => {
+                let _ = writeln!(out, "  {} {:<12} {id} (from {source})", g.busid, g.name);
+            }
+            GpuNaming::Refused { .. } => {
+                let _ = writeln!(out, "  {} {:<12} cannot be named: mapping it is refused (below)", g.busid, g.name);
+            }
+        }
+    }
+}
+
+fn setup(out: &mut String, r: &CheckReport, setup: &Setup) {
+    let (entries, origin, config) = match setup {
+        Setup::NotExamined => {
+            let _ = writeln!(out, "  not examined (give --plugstack FILE or --config FILE to check one)");
+            return;
+        }
+        Setup::NotEnabled { files } => {
+            let _ = writeln!(out, "  not enabled in {}", files.join(", "));
+            return;
+        }
+        Setup::Configured { entries, origin, config } => (entries, origin, config),
+    };
+    for e in entries {
+        let _ = writeln!(
+            out,
+            "  {}: {} {}{}{}",
+            e.origin,
+            if e.line.required { "required" } else { "optional" },
+            e.line.path,
+            match e.exists {
+                Some(true) => " (present)",
+                Some(false) => " (MISSING)",
+                None => " (relative to Slurm's PluginDir)",
+            },
+            if e.line.args.is_empty() { String::new() } else { format!(" {}", e.line.args.join(" ")) }
+        );
+    }
+    match config {
+        Ok(c) => {
+            let _ = writeln!(out, "  settings from {origin}:");
+            settings(out, c);
+            cache(out, r.cache.as_ref());
+        }
+        Err(_) => {
+            let _ = writeln!(out, "  settings from {origin}: INVALID (below)");
+        }
+    }
+}
+
+/// One line per setting, with what an unset one means here.
+fn settings(out: &mut String, c: &Config) {
+    let path = |p: &Option<PathBuf>, unset: &str| p.as_ref().map_or(unset.to_string(), |p| p.display().to_string());
+    // Unset, the plugin reads the node's own driver files only when the topology is the
+    // node's own (live discovery or slurmd's cache of it).
+    let root = |p: &Option<PathBuf>, own: &str| match (p, &c.topology) {
+        (Some(p), _) => p.display().to_string(),
+        (None, None) => format!("(unset: {own}, the node's own)"),
+        (None, Some(_)) => "(unset: no driver file is read with topology=)".to_string(),
+    };
+    let cache = match (&c.topology, c.cache) {
+        (Some(_), _) => "not used: the steps read topology= instead",
+        (None, Some(false)) => "false: every step discovers the node itself (about 15 ms per step)",
+        (None, Some(true)) => "true: the steps read the topology slurmd discovered at its start",
+        (None, None) => "true (default): the steps read the topology slurmd discovered at its start",
+    };
+    let require = match c.require_step_gpus {
+        Some(true) => "true: a GPU mapping of a step without SLURM_STEP_GPUS is refused",
+        Some(false) => "false: a step without SLURM_STEP_GPUS maps over every GPU of the node",
+        None => "false (default): a step without SLURM_STEP_GPUS maps over every GPU of the node",
+    };
+    let lines = [
+        ("default", c.default.as_ref().map_or("(none: jobs map only when they ask)".to_string(), Spec::to_string)),
+        ("topology", path(&c.topology, "(none: the node's own, from slurmd's cache or live discovery)")),
+        ("proc_root", root(&c.proc_root, DEFAULT_PROC_ROOT)),
+        ("sys_root", root(&c.sys_root, DEFAULT_SYS_ROOT)),
+        ("ze_hierarchy", c.ze_hierarchy.map_or("(unset: Level Zero masks are not written)", |z| z.as_str()).into()),
+        ("cache", cache.into()),
+        (
+            "cache_dir",
+            format!(
+                "{}{}",
+                path(&c.cache_dir, &format!("{DEFAULT_CACHE_DIR} (default)")),
+                if c.cache_dir().is_none() { " (not used)" } else { "" }
+            ),
+        ),
+        ("require_step_gpus", require.into()),
+    ];
+    for (key, value) in lines {
+        let _ = writeln!(out, "    {key:<17} {value}");
+    }
+}
+
+fn cache(out: &mut String, cache: Option<&CacheState>) {
+    match cache {
+        None => {}
+        Some(CacheState::Absent { path, .. }) => {
+            let _ = writeln!(out, "  topology cache {}: absent (see the notes)", path.display());
+        }
+        Some(CacheState::Untrusted { path, .. }) => {
+            let _ = writeln!(out, "  topology cache {}: not used by the steps (see the notes)", path.display());
+        }
+        Some(CacheState::Trusted { description, .. }) => {
+            let _ = writeln!(out, "  topology cache: used by the steps: {description}");
+        }
+    }
+}
+
+fn default(out: &mut String, default: &DefaultOutcome) {
+    match default {
+        DefaultOutcome::NotConfigured => {}
+        DefaultOutcome::Off => {
+            let _ = writeln!(out, "\nDefault: none (jobs are mapped only when they ask)");
+        }
+        DefaultOutcome::Maps { spec, task, warnings } => {
+            let _ = writeln!(out, "\nDefault {spec:?} on this node, for a one-task step:\n  {task}");
+            for w in warnings {
+                let _ = writeln!(out, "  warning: {w}");
+            }
+        }
+        DefaultOutcome::NotApplicable { spec, reason } => {
+            let _ = writeln!(out, "\nDefault {spec:?} does not apply on this node (jobs run unmapped): {reason}");
+        }
+        DefaultOutcome::Refused { spec, .. } => {
+            let _ = writeln!(out, "\nDefault {spec:?} is refused on this node (below)");
+        }
+    }
+}
+
+fn verdict(out: &mut String, r: &CheckReport) {
+    if !r.notes.is_empty() {
+        let _ = writeln!(out, "\nNotes:");
+        for n in &r.notes {
+            let _ = writeln!(out, "  - {n}");
+        }
+    }
+    if r.problems.is_empty() {
+        let _ = writeln!(out, "\nReady: yes");
+    } else {
+        let n = r.problems.len();
+        let _ = writeln!(out, "\nReady: no, {n} problem{}:", if n == 1 { "" } else { "s" });
+        for p in &r.problems {
+            let _ = writeln!(out, "  - {p}");
+        }
+    }
+}
