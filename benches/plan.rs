@@ -58,7 +58,8 @@ fn main() {
     let topo = load::from_xml_file(&big).expect("synthetic node loads");
     let node = Node::new(topo, NodeOptions::default());
     let load_time = t.elapsed();
-    let spec = Spec::parse("gpu:shared:bind=core").expect("spec");
+    // 16 tasks per GPU on 4 cores each: overload, on purpose (the planner at its busiest).
+    let spec = Spec::parse("gpu:shared:bind=core:overload").expect("spec");
     let time_plan = |n: u32| {
         let facts = StepFacts { ntasks: n, ..StepFacts::default() };
         let runs: Vec<Duration> = (0..51)

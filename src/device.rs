@@ -207,11 +207,13 @@ impl Device {
         self.busid.map(|b| b.to_string()).unwrap_or_else(|| "-".into())
     }
 
-    /// Whether a name spec (`mlx5_0`, `GPU-46f7...`, `0000:06:00.0`, a PMIx id) names this device.
+    /// Whether a name spec names this device: an OS name (`mlx5_0`, exact), its identity
+    /// (`GPU-46f7...`), its PMIx id (`gpu://node07::nvml0`, what `PMIX_DEVICE_ID` says), or its
+    /// PCI bus id (`0000:06:00.0`, or `06:00.0` for domain 0); ids and bus ids in any case.
     pub fn answers_to(&self, name: &str) -> bool {
         self.osnames.iter().any(|n| n == name)
             || self.gpu_id().is_some_and(|id| id.display_id().eq_ignore_ascii_case(name))
-            || self.pmix_id.as_deref() == Some(name)
-            || self.busid.is_some_and(|b| b.to_string() == name.to_ascii_lowercase())
+            || self.pmix_id.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(name))
+            || self.busid.is_some_and(|b| name.parse::<PciBusId>().is_ok_and(|n| n == b))
     }
 }

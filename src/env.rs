@@ -7,6 +7,7 @@
 //! `--map-by-device` is the more specific request.
 
 use crate::device::{Device, DeviceClass, GpuIdentity, Vendor, ZeHierarchy};
+use crate::spec::EnvMode;
 use std::collections::BTreeMap;
 
 /// One variable: its name, the rule that computes it from a task's devices, and the grammar
@@ -19,6 +20,8 @@ pub struct VendorVariable {
     pub reader: &'static str,
     /// Slurm's gres/gpu plugin writes it too (for the GPUs it allocated or bound).
     pub slurm_gres: bool,
+    /// Written even with `env=none` (it names the assignment, selects nothing).
+    pub always: bool,
     value: fn(&Context) -> Computed,
     valid: fn(&str) -> bool,
 }
@@ -253,6 +256,7 @@ pub const VARIABLES: [VendorVariable; 8] = [
         name: "CUDA_VISIBLE_DEVICES",
         reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)",
         slurm_gres: true,
+        always: false,
         value: cuda,
         valid: valid_cuda,
     },
@@ -260,6 +264,7 @@ pub const VARIABLES: [VendorVariable; 8] = [
         name: "ROCR_VISIBLE_DEVICES",
         reader: "ROCm ROCr (AMD GPUs, GPU-<16 hex>)",
         slurm_gres: true,
+        always: false,
         value: rocr,
         valid: valid_rocr,
     },
@@ -267,6 +272,7 @@ pub const VARIABLES: [VendorVariable; 8] = [
         name: ZE_AFFINITY_MASK,
         reader: "oneAPI Level Zero (Intel GPUs, ordinals under the stated hierarchy)",
         slurm_gres: true,
+        always: false,
         value: ze_mask,
         valid: valid_ze_mask,
     },
@@ -274,6 +280,7 @@ pub const VARIABLES: [VendorVariable; 8] = [
         name: ZE_FLAT_DEVICE_HIERARCHY,
         reader: "oneAPI Level Zero (the model ZE_AFFINITY_MASK is read under)",
         slurm_gres: false,
+        always: false,
         value: ze_hierarchy,
         valid: |v| ZeHierarchy::parse(v).is_some(),
     },
@@ -281,6 +288,7 @@ pub const VARIABLES: [VendorVariable; 8] = [
         name: "NCCL_IB_HCA",
         reader: "NCCL (InfiniBand/RoCE adapters, =name exact match)",
         slurm_gres: false,
+        always: false,
         value: nccl,
         valid: valid_nccl,
     },
@@ -288,6 +296,7 @@ pub const VARIABLES: [VendorVariable; 8] = [
         name: "UCX_NET_DEVICES",
         reader: "UCX (adapter:port, exact match)",
         slurm_gres: false,
+        always: false,
         value: ucx,
         valid: valid_ucx,
     },
@@ -295,6 +304,7 @@ pub const VARIABLES: [VendorVariable; 8] = [
         name: "PSM3_NIC",
         reader: "PSM3 (Intel Omni-Path adapters, by name)",
         slurm_gres: false,
+        always: false,
         value: psm3,
         valid: valid_psm3,
     },
@@ -302,6 +312,7 @@ pub const VARIABLES: [VendorVariable; 8] = [
         name: "PMIX_DEVICE_ID",
         reader: "PMIx device ids of every assigned device",
         slurm_gres: false,
+        always: true,
         value: pmix,
         valid: valid_pmix,
     },
@@ -324,18 +335,19 @@ pub fn all_names() -> Vec<&'static str> {
     VARIABLES.iter().map(|v| v.name).collect()
 }
 
-/// The variables for a task holding `devs`, given its environment `task_env` and the Level
-/// Zero model in force where the topology was discovered. Returns the variables and any
+/// The variables for a task holding `devs`, given its environment `task_env`, the Level
+/// Zero model in force where the topology was discovered, and the spec's `env=`. Returns the variables and any
 /// warnings (one line each), or the first value its variable's grammar refuses.
 pub fn task_env(
     devs: &[&Device],
     task_env: &BTreeMap<String, String>,
     discovery_model: Option<ZeHierarchy>,
+    mode: EnvMode,
 ) -> Result<(BTreeMap<String, String>, Vec<String>), InvalidValue> {
     let context = Context { devs, task_env, discovery_model };
     let mut out = BTreeMap::new();
     let mut warnings = Vec::new();
-    for var in &VARIABLES {
+    for var in VARIABLES.iter().filter(|v| mode == EnvMode::All || v.always) {
         let (value, warning) = (var.value)(&context);
         warnings.extend(warning);
         if let Some(v) = value {

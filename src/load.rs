@@ -49,7 +49,6 @@ use hwlocality::object::types::{OSDeviceType, ObjectType};
 use hwlocality::object::TopologyObject;
 use hwlocality::topology::builder::{BuildFlags, StringInputError, TopologyBuilder, TypeFilter};
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -105,17 +104,25 @@ pub enum LoadError {
     Bounded { source: crate::bounded::BoundedError },
 }
 
-/// Loads an `lstopo` XML export (hwloc XML v1 or v2).
+/// Loads an `lstopo` XML export (hwloc XML v1 or v2). Anything but a regular file (a FIFO,
+/// a device such as `/dev/zero`) is refused before it is read, as is a file over the cap.
 pub fn from_xml_file(path: &Path) -> Result<Topology, LoadError> {
-    let read = || -> std::io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        File::open(path)?.take(MAX_XML_BYTES + 1).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > MAX_XML_BYTES {
-            return Err(std::io::Error::other("larger than 256 MiB, not a topology export"));
-        }
-        Ok(bytes)
-    };
-    let bytes = read().map_err(|source| LoadError::Read { path: path.to_path_buf(), source })?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |source| LoadError::Read { path: path.to_path_buf(), source };
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what it is.
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(fail)?;
+    let meta = file.metadata().map_err(fail)?;
+    if !meta.is_file() {
+        return Err(fail(std::io::Error::other("not a regular file")));
+    }
+    if meta.len() > MAX_XML_BYTES {
+        return Err(fail(std::io::Error::other(format!("{} bytes, larger than any topology export", meta.len()))));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_XML_BYTES + 1).read_to_end(&mut bytes).map_err(fail)?;
+    if bytes.len() as u64 > MAX_XML_BYTES {
+        return Err(fail(std::io::Error::other("larger than any topology export")));
+    }
     load_xml(&String::from_utf8_lossy(&bytes), path.display().to_string())
 }
 
@@ -128,8 +135,9 @@ pub fn from_trusted_xml_file(path: &Path) -> Result<Topology, LoadError> {
     load_xml(&String::from_utf8_lossy(&bytes), path.display().to_string())
 }
 
-/// Real exports are well under 1 MiB; the cap keeps `topology=/dev/zero` from eating memory.
-const MAX_XML_BYTES: u64 = 256 << 20;
+/// Real exports are a few MiB at most (a 2,048-PU node with its I/O); the cap keeps a wrong
+/// path from eating memory.
+const MAX_XML_BYTES: u64 = 64 << 20;
 
 /// Loads XML text (the contents of an `lstopo` XML export).
 pub fn from_xml_str(xml: &str) -> Result<Topology, LoadError> {

@@ -209,6 +209,7 @@ fn plan_table_names_task_devices_cpus_and_variables() {
 #[test]
 fn refusals_exit_2_with_one_error_line_and_no_stdout() {
     let (turin, no_gpu, drm) = (topo("turin-h200.xml"), topo("no-gpu.xml"), topo("drm-only.xml"));
+    let pvc = topo("intel-pvc.xml");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["plan", "--topology", &turin, "-n", "1", "gpu:bind=package"], "bind=package is above the locality"),
         (vec!["plan", "--topology", &turin, "-n", "1", "gpu:bogus"], "unknown qualifier \"bogus\""),
@@ -223,6 +224,34 @@ fn refusals_exit_2_with_one_error_line_and_no_stdout() {
         (vec!["devices", "--topology", &turin, "--class", "gpu:bogus"], "bogus"),
         (vec!["check", "--topology", &turin, "--plugstack", "/nonexistent/plugstack.conf"], "--plugstack"),
         (vec!["check", "--topology", &turin, "--config", "/nonexistent/map-by-device.toml"], "--config"),
+        // The flags' own mistakes (issue 10): a spec that starts with '-' is still a spec,
+        // nothing but a regular file is read as XML, and every CPU named is the node's.
+        (vec!["plan", "--topology", &turin, "-n", "1", "-gpu"], "no device named \"-gpu\""),
+        (vec!["plan", "--topology", "/dev/zero", "-n", "1", "gpu"], "not a regular file"),
+        (vec!["plan", "--topology", &turin, "-n", "1", "--allowed-cpus", "", "gpu"], "--allowed-cpus is empty"),
+        (
+            vec!["plan", "--topology", &turin, "-n", "1", "--allowed-cpus", "0-300", "gpu"],
+            "CPUs 256-300 that turin-h200",
+        ),
+        (
+            vec!["plan", "--topology", &turin, "-n", "2", "--task-cpus", "0;999", "gpu:closest"],
+            "--task-cpus names CPUs 999",
+        ),
+        (vec!["plan", "--topology", &turin, "-n", "1", "--env", "=x", "gpu"], "invalid --env \"=x\""),
+        (vec!["plan", "--topology", &turin, "-n", "1", "-c", "0", "gpu:bind=core"], "--cpus-per-task 0"),
+        (
+            vec!["plan", "--topology", &turin, "-n", "1", "gpu:pe=20"],
+            "asks for pe=20 cores, but the locality of cuda0 has 16",
+        ),
+        (vec!["plan", "--topology", &turin, "-n", "1", "gpu:pe=40:hwtcpus"], "asks for pe=40 hardware threads"),
+        (vec!["plan", "--topology", &turin, "-n", "1", "-c", "99999", "gpu:bind=core"], "--cpus-per-task=99999 cores"),
+        (vec!["plan", "--topology", &turin, "-n", "8", "gpu:shared:pe=16"], "task 4 would share CPUs"),
+        (vec!["plan", "--topology", &turin, "-n", "80", "gpu:shared:bind=core"], "task 64 would share CPUs"),
+        (
+            vec!["plan", "--topology", &turin, "-n", "9", "gpu:ppr=2"],
+            "9 tasks with ndev=1 and ppr=2 need 5 gpu devices",
+        ),
+        (vec!["plan", "--topology", &pvc, "-n", "1", "gpu"], "sets ze_hierarchy"),
     ];
     for (args, needle) in cases {
         let err = refused(&args);

@@ -253,8 +253,19 @@ fn every_variable_is_documented() {
 fn every_qualifier_and_flag_is_in_the_man_pages() {
     let man1 = read("docs/man/map-by-device.1").replace("\\-", "-");
     let man8 = read("docs/man/map-by-device.8").replace("\\-", "-");
-    for q in ["interleave", "shared", "ndev=", "pe=", "hwtcpus", "bind=", "closest", "verbose"] {
-        assert!(man8.contains(q), "map-by-device(8) does not mention the qualifier {q}");
+    // The engine's own list of qualifiers, from the message that refuses an unknown one.
+    let e = map_by_device::spec::Spec::parse("gpu:no_such_qualifier").unwrap_err().to_string();
+    let list = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("no qualifier list in {e:?}"));
+    let qualifiers: Vec<&str> = list.split(", ").map(str::trim).collect();
+    assert!(qualifiers.len() >= 11 && qualifiers.contains(&"ppr"), "{qualifiers:?}");
+    for q in qualifiers {
+        let b = format!(".B {q}");
+        let bi = format!(".BI {q}=");
+        let br = format!(".BR {q}");
+        assert!(
+            man8.contains(&b) || man8.contains(&bi) || man8.contains(&br),
+            "map-by-device(8) does not describe the qualifier {q} in its QUALIFIERS list"
+        );
     }
     for level in ["hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "package", "locality", "none"] {
         assert!(man8.contains(level), "map-by-device(8) does not mention bind={level}");

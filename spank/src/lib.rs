@@ -116,7 +116,7 @@ const OPTION: &str = "map-by-device";
 
 /// The option's one-line `--help` text.
 const USAGE: &str = "Give each task its own device and the CPUs near it. SPEC is gpu, network, block, \
-a device name or none, then :qualifiers (interleave shared ndev=N pe=N hwtcpus bind=LEVEL closest verbose)";
+a device name or none, then :qualifiers (interleave shared ndev=N ppr=N pe=N hwtcpus bind=LEVEL overload env=all|none closest verbose)";
 
 /// The plugin's state in one process (srun, sbatch, salloc, slurmd or one step's slurmstepd;
 /// each task inherits a copy when slurmstepd forks it).

@@ -32,8 +32,14 @@ enum CliError {
     CpuList { flag: &'static str, source: map_by_device::cpuset::CpuListError },
     #[error("--step-gpus: {0}")]
     StepGpus(#[from] map_by_device::plan::StepGpusError),
-    #[error("invalid --env {given:?}: expected NAME=VALUE")]
+    #[error("invalid --env {given:?}: expected NAME=VALUE with a non-empty NAME")]
     Env { given: String },
+    #[error("{flag} is empty: give the step's CPUs as a cpulist such as 0-3,8")]
+    EmptyCpus { flag: &'static str },
+    #[error("{flag} names CPUs {cpus} that {host} does not have (its CPUs: {node}): give CPUs of this node")]
+    CpusOutsideNode { flag: &'static str, cpus: String, host: String, node: String },
+    #[error("--cpus-per-task 0: a task needs at least one CPU")]
+    ZeroCpusPerTask,
     #[error("invalid --ze-hierarchy {given:?}: expected FLAT, COMPOSITE or COMBINED")]
     ZeHierarchy { given: String },
     #[error("cannot read {flag} {}: {source}", path.display())]
@@ -141,8 +147,28 @@ struct PlanArgs {
     /// Also draw the plan as an SVG picture in FILE (written for a refused plan too).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
-    /// The --map-by-device spec.
+    /// The --map-by-device spec (one that starts with '-' is read as a spec too).
+    #[arg(allow_hyphen_values = true)]
     spec: String,
+}
+
+/// The step's CPUs and the tasks' bindings must be CPUs of the node.
+fn facts_fit(facts: &StepFacts, node: &Node) -> Result<(), CliError> {
+    let all = node.topology.all_cpus();
+    let named = facts.allowed_cpus.iter().map(|c| ("--allowed-cpus", c));
+    let tasks = facts.task_cpus.iter().flatten().map(|c| ("--task-cpus", c));
+    for (flag, cpus) in named.chain(tasks) {
+        let outside = cpus.difference(&all);
+        if !outside.is_empty() {
+            return Err(CliError::CpusOutsideNode {
+                flag,
+                cpus: outside.to_list(),
+                host: node.hostname().to_string(),
+                node: all.to_list(),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn node_from(source: &Source) -> Result<Node, CliError> {
@@ -187,6 +213,12 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
 }
 
 fn facts_from(args: &PlanArgs) -> Result<StepFacts, CliError> {
+    if args.cpus_per_task == Some(0) {
+        return Err(CliError::ZeroCpusPerTask);
+    }
+    if args.allowed_cpus.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(CliError::EmptyCpus { flag: "--allowed-cpus" });
+    }
     let allowed_cpus = args
         .allowed_cpus
         .as_deref()
@@ -203,7 +235,10 @@ fn facts_from(args: &PlanArgs) -> Result<StepFacts, CliError> {
         .transpose()?;
     let mut env = BTreeMap::new();
     for kv in &args.env {
-        let (k, v) = kv.split_once('=').ok_or_else(|| CliError::Env { given: kv.clone() })?;
+        let (k, v) = kv
+            .split_once('=')
+            .filter(|(k, _)| !k.trim().is_empty())
+            .ok_or_else(|| CliError::Env { given: kv.clone() })?;
         env.insert(k.to_string(), v.to_string());
     }
     Ok(StepFacts {
@@ -459,6 +494,7 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
             let spec = Spec::parse(&args.spec)?;
             let facts = facts_from(&args)?;
             let node = node_from(&args.source)?;
+            facts_fit(&facts, &node)?;
             let outcome = plan(&spec, &node, &facts);
             if let Some(path) = &args.svg {
                 write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;

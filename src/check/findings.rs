@@ -8,7 +8,7 @@ use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource};
 use crate::node::Node;
 use crate::plan::{plan, PlanError, StepFacts};
 use crate::report;
-use crate::spec::{BindLevel, Spec, Target};
+use crate::spec::{BindLevel, EnvMode, Spec, Target};
 use std::collections::BTreeMap;
 
 /// Problems with how the plugin is enabled; the settings, when they could be read.
@@ -104,7 +104,7 @@ pub(super) fn devices(node: &Node, problems: &mut Vec<String>, notes: &mut Vec<S
         .devices
         .iter()
         .map(|d| {
-            let (env, warnings) = match crate::env::task_env(&[d], &BTreeMap::new(), ze) {
+            let (env, warnings) = match crate::env::task_env(&[d], &BTreeMap::new(), ze, EnvMode::All) {
                 Ok(found) => found,
                 Err(e) => {
                     problems.push(format!("device {}: {e}", crate::env::shown(&d.name)));

@@ -24,11 +24,19 @@ pub(super) fn tasks(
         return Err(PlanError::NdevTooLarge { ndev: spec.ndev, class: class_word.into(), have: list.len(), host });
     }
     let groups: Vec<&[usize]> = list.chunks_exact(ndev).collect();
-    if !spec.shared && facts.ntasks as usize > groups.len() {
+    // `ppr=N`: N consecutive tasks per group (PRRTE's ppr:N:device=); without it, one.
+    let per = spec.ppr.unwrap_or(1) as usize;
+    if !spec.shared && facts.ntasks as usize > groups.len() * per {
         return Err(PlanError::TooManyTasks {
             ntasks: facts.ntasks,
             ndev: spec.ndev,
-            needed: u64::from(facts.ntasks) * u64::from(spec.ndev),
+            ppr: spec.ppr.map(|n| format!(" and ppr={n}")).unwrap_or_default(),
+            fix: if spec.ppr.is_some() {
+                "raise ppr= or add :shared to give more tasks one device"
+            } else {
+                "add :shared to give several tasks one device (or :ppr=N for N consecutive tasks each)"
+            },
+            needed: u64::from(facts.ntasks).div_ceil(per as u64) * u64::from(spec.ndev),
             class: class_word.into(),
             have: list.len(),
             host,
@@ -44,7 +52,7 @@ pub(super) fn tasks(
     if spec.closest {
         return closest_assignment(spec, node, facts, list);
     }
-    Ok((0..facts.ntasks as usize).map(|t| groups[t % groups.len()].to_vec()).collect())
+    Ok((0..facts.ntasks as usize).map(|t| groups[(t / per) % groups.len()].to_vec()).collect())
 }
 
 /// The deepest tree object (not a NUMA node) whose CPUs include all of `cpus`.

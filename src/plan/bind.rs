@@ -25,7 +25,11 @@ fn bind_kind(level: BindLevel) -> Option<ObjKind> {
 }
 
 /// Hands out CPUs: per-unit use counts so that tasks sharing a locality get distinct units
-/// (first free, in logical order) and a second round starts over from the least used.
+/// (first free, in logical order). A unit holds as many tasks as it has cores (hardware
+/// threads with `hwtcpus`): one for a core or a thread, eight for an 8-core L3; a task that
+/// would go beyond is refused unless `overload` (seed 000: `shared` is about devices, never a
+/// licence to stack tasks on CPUs). A fixed region (the locality itself) is counted the same
+/// way, as one unit.
 pub(super) struct Binder<'a> {
     topo: &'a Topology,
     level: BindLevel,
@@ -38,18 +42,29 @@ pub(super) struct Binder<'a> {
     /// `pe` picked cores/threads under a coarser level: widen to the level's objects.
     widen: bool,
     uses: Vec<u32>,
+    /// How many tasks each unit can hold.
+    capacity: Vec<u32>,
     per_task: usize,
+    /// Where `per_task` came from, for messages (`pe=4`, `--cpus-per-task=4`).
+    per_task_from: String,
+    /// What the units are, for messages (`cores`, `hardware threads`, `l3cache objects`).
+    unit_word: &'static str,
+    hwtcpus: bool,
+    overload: bool,
     allowed: CpuSet,
     regions: HashMap<Vec<usize>, Region>,
+    /// Tasks bound to each fixed region so far, and how many it holds.
+    fixed_uses: HashMap<CpuSet, (u32, u32)>,
 }
 
 /// Where one group of devices may be bound.
 #[derive(Clone)]
 enum Region {
-    /// Always these CPUs (`None`: leave the mask alone).
-    Fixed(Option<CpuSet>),
-    /// Pick from these units (indexes into `Binder::units`), least used first.
-    Units(Vec<usize>),
+    /// Always these CPUs (`None`: leave the mask alone), and the device names for messages.
+    Fixed(Option<CpuSet>, String),
+    /// Pick from these units (indexes into `Binder::units`), least used first; the device
+    /// names and the locality's CPUs, for messages.
+    Units(Vec<usize>, String, CpuSet),
 }
 
 impl<'a> Binder<'a> {
@@ -60,10 +75,16 @@ impl<'a> Binder<'a> {
         facts: &StepFacts,
         allowed: CpuSet,
     ) -> Binder<'a> {
-        let pe = spec.pe.or(match level {
-            BindLevel::Core | BindLevel::HwThread => facts.cpus_per_task,
+        let from_facts = match level {
+            BindLevel::Core | BindLevel::HwThread => facts.cpus_per_task.filter(|n| *n > 0),
             _ => None,
-        });
+        };
+        let pe = spec.pe.or(from_facts);
+        let per_task_from = match (spec.pe, from_facts) {
+            (Some(n), _) => format!("pe={n}"),
+            (None, Some(n)) => format!("--cpus-per-task={n}"),
+            (None, None) => "one".to_string(),
+        };
         let level_objs: Vec<&CpuSet> =
             bind_kind(level).map_or(Vec::new(), |k| topo.of_kind(k).map(|o| &o.cpuset).collect());
         let unit_kind = match (pe, level) {
@@ -73,23 +94,40 @@ impl<'a> Binder<'a> {
             (None, l) => bind_kind(l),
         };
         let mut units: Vec<&CpuSet> = unit_kind.map_or(Vec::new(), |k| topo.of_kind(k).map(|o| &o.cpuset).collect());
+        let mut unit_word = match unit_kind {
+            Some(ObjKind::Pu) => "hardware threads",
+            Some(ObjKind::Core) => "cores",
+            _ => "binding objects",
+        };
         if units.is_empty() && unit_kind == Some(ObjKind::Core) {
             // A topology without Core objects: hardware threads are the CPUs.
             units = topo.of_kind(ObjKind::Pu).map(|o| &o.cpuset).collect();
+            unit_word = "hardware threads";
         }
-        let uses = vec![0; units.len()];
+        let hwtcpus = spec.hwtcpus || level == BindLevel::HwThread;
+        // A core or a thread holds one task; a coarser object as many as its cores.
+        let capacity = match unit_kind {
+            Some(ObjKind::Core | ObjKind::Pu) => vec![1; units.len()],
+            _ => units.iter().map(|u| cores_in(topo, u, hwtcpus)).collect(),
+        };
         let coarse = !matches!(level, BindLevel::Core | BindLevel::HwThread | BindLevel::Locality | BindLevel::None);
         Binder {
             topo,
             level,
+            uses: vec![0; units.len()],
             units,
             level_objs,
             units_are_level: pe.is_none(),
             widen: pe.is_some() && coarse,
-            uses,
+            capacity,
             per_task: pe.unwrap_or(1) as usize,
+            per_task_from,
+            unit_word,
+            hwtcpus,
+            overload: spec.overload,
             allowed,
             regions: HashMap::new(),
+            fixed_uses: HashMap::new(),
         }
     }
 
@@ -97,7 +135,7 @@ impl<'a> Binder<'a> {
     /// (in device order). Checks the allocation and the bind ceiling.
     fn region(&self, devices: &[Device], devs: &[usize]) -> Result<Region, PlanError> {
         let own: Vec<&Device> = devs.iter().filter_map(|&i| devices.get(i)).collect();
-        let Some(first) = own.first() else { return Ok(Region::Fixed(None)) };
+        let Some(first) = own.first() else { return Ok(Region::Fixed(None, String::new())) };
         let union = own.iter().fold(CpuSet::new(), |acc, d| acc.union(&d.locality));
         let locality = if own.len() == 1 {
             first.locality.clone()
@@ -124,11 +162,11 @@ impl<'a> Binder<'a> {
             }
             if self.units_are_level {
                 // The level object is the locality itself (bind=numa on a NUMA-local GPU).
-                return Ok(Region::Fixed(Some(obj.intersection(&self.allowed))));
+                return Ok(Region::Fixed(Some(obj.intersection(&self.allowed)), names()));
             }
         }
         if self.level == BindLevel::Locality {
-            return Ok(Region::Fixed(Some(locality.intersection(&self.allowed))));
+            return Ok(Region::Fixed(Some(locality.intersection(&self.allowed)), names()));
         }
         // Finer bindings come from the devices' own localities, in device order.
         let mut taken = vec![false; self.units.len()];
@@ -151,10 +189,16 @@ impl<'a> Binder<'a> {
                 allowed: self.allowed.to_list(),
             });
         }
-        Ok(Region::Units(candidates))
+        Ok(Region::Units(candidates, names(), locality))
     }
 
-    pub(super) fn bind_task(&mut self, devices: &[Device], devs: &[usize]) -> Result<Option<CpuSet>, PlanError> {
+    /// Task `task`'s CPUs: `None` leaves its mask alone.
+    pub(super) fn bind_task(
+        &mut self,
+        task: u32,
+        devices: &[Device],
+        devs: &[usize],
+    ) -> Result<Option<CpuSet>, PlanError> {
         if self.level == BindLevel::None {
             return Ok(None);
         }
@@ -167,15 +211,36 @@ impl<'a> Binder<'a> {
                 r
             }
         };
-        let candidates = match region {
-            Region::Fixed(cpus) => return Ok(cpus),
-            Region::Units(candidates) => candidates,
+        let (candidates, device, locality) = match region {
+            Region::Fixed(None, _) => return Ok(None),
+            Region::Fixed(Some(cpus), device) => return self.take_fixed(task, cpus, device),
+            Region::Units(candidates, device, locality) => (candidates, device, locality),
         };
+        if candidates.len() < self.per_task {
+            return Err(PlanError::PeTooLarge {
+                task,
+                want: self.per_task_from.clone(),
+                unit: self.unit_word,
+                have: candidates.len(),
+                device,
+                locality_cpus: locality.intersection(&self.allowed).to_list(),
+            });
+        }
         let mut order: Vec<(u32, usize, usize)> =
             candidates.iter().enumerate().map(|(pos, &i)| (self.uses[i], pos, i)).collect();
         order.sort_unstable();
+        let picked: Vec<usize> = order.iter().take(self.per_task).map(|&(_, _, i)| i).collect();
+        if !self.overload && picked.iter().any(|&i| self.uses[i] >= self.capacity[i]) {
+            return Err(PlanError::Overloaded {
+                task,
+                unit: counted(self.unit_word, candidates.len()),
+                have: candidates.len(),
+                device,
+                locality_cpus: locality.intersection(&self.allowed).to_list(),
+            });
+        }
         let mut cpus = CpuSet::new();
-        for &(_, _, i) in order.iter().take(self.per_task) {
+        for i in picked {
             self.uses[i] += 1;
             cpus = cpus.union(self.units[i]);
         }
@@ -185,4 +250,42 @@ impl<'a> Binder<'a> {
         }
         Ok(Some(cpus.intersection(&self.allowed)))
     }
+
+    /// A task bound to a whole region (its locality, or the level object that is it): the
+    /// region holds as many tasks as it has cores.
+    fn take_fixed(&mut self, task: u32, cpus: CpuSet, device: String) -> Result<Option<CpuSet>, PlanError> {
+        let (topo, hwtcpus) = (self.topo, self.hwtcpus);
+        let (uses, capacity) =
+            self.fixed_uses.entry(cpus.clone()).or_insert_with(|| (0, cores_in(topo, &cpus, hwtcpus)));
+        let capacity = *capacity;
+        if !self.overload && *uses >= capacity {
+            return Err(PlanError::Overloaded {
+                task,
+                unit: counted(if self.hwtcpus { "hardware threads" } else { "cores" }, capacity as usize),
+                have: capacity as usize,
+                device,
+                locality_cpus: cpus.to_list(),
+            });
+        }
+        *uses += 1;
+        Ok(Some(cpus))
+    }
+}
+
+/// `cores` for a count of one is `core`.
+fn counted(plural: &'static str, n: usize) -> &'static str {
+    match (n, plural) {
+        (1, "cores") => "core",
+        (1, "hardware threads") => "hardware thread",
+        (1, "binding objects") => "binding object",
+        _ => plural,
+    }
+}
+
+/// How many tasks `cpus` can run: its cores (hardware threads with `hwtcpus`), at least one.
+fn cores_in(topo: &Topology, cpus: &CpuSet, hwtcpus: bool) -> u32 {
+    let kind = if hwtcpus { ObjKind::Pu } else { ObjKind::Core };
+    let n = topo.of_kind(kind).filter(|o| o.cpuset.is_subset(cpus)).count();
+    let n = if n == 0 { cpus.len() } else { n };
+    u32::try_from(n.max(1)).unwrap_or(u32::MAX)
 }

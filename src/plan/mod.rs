@@ -18,9 +18,9 @@ pub use facts::{parse_step_gpus, StepFacts, StepGpusError, MAX_GPU_INDEX, MAX_ST
 pub use order::interleave;
 
 use crate::cpuset::CpuSet;
-use crate::device::{Device, DeviceClass, Vendor};
+use crate::device::{Device, DeviceClass, GpuIdentity, Vendor};
 use crate::node::Node;
-use crate::spec::{BindLevel, Spec};
+use crate::spec::{BindLevel, EnvMode, Spec};
 use std::collections::{BTreeMap, HashMap};
 
 /// One task's assignment.
@@ -52,8 +52,17 @@ pub enum PlanError {
     UnknownDevice { name: String, host: String, known: String, hint: &'static str },
     #[error("GPU {device} at {busid} on {host} cannot be named to its runtime: {problem}. Without an identity every task would silently use the same GPU; {fix}")]
     NoIdentity { device: String, busid: String, host: String, problem: String, fix: &'static str },
-    #[error("{ntasks} tasks with ndev={ndev} need {needed} {class} devices, but {host} has {have} to give: add :shared to give several tasks one device, or run fewer tasks")]
-    TooManyTasks { ntasks: u32, ndev: u32, needed: u64, class: String, have: usize, host: String },
+    #[error("{ntasks} tasks with ndev={ndev}{ppr} need {needed} {class} devices, but {host} has {have} to give: {fix}, or run fewer tasks")]
+    TooManyTasks {
+        ntasks: u32,
+        ndev: u32,
+        ppr: String,
+        needed: u64,
+        class: String,
+        have: usize,
+        host: String,
+        fix: &'static str,
+    },
     #[error("ndev={ndev} asks for more {class} devices per task than the {have} that {host} has to give: lower ndev")]
     NdevTooLarge { ndev: u32, class: String, have: usize, host: String },
     #[error("bind={level} is above the locality of {device} ({locality_cpus}): the {level} holds CPUs {object_cpus}, so the task would not be near its device. Bind to a level inside the locality (e.g. bind=locality or bind=core), or use ndev= so that each task's devices span the {level}")]
@@ -68,6 +77,10 @@ pub enum PlanError {
     ClosestCollision { first: u32, second: u32, device: String },
     #[error("device {devices} cannot be named: {source}")]
     InvalidValue { devices: String, source: crate::env::InvalidValue },
+    #[error("task {task} asks for {want} {unit}, but the locality of {device} has {have} within the step's CPUs (CPUs {locality_cpus}): ask for fewer (pe=, --cpus-per-task), or give each task more devices (ndev=) so that its locality is larger")]
+    PeTooLarge { task: u32, want: String, unit: &'static str, have: usize, device: String, locality_cpus: String },
+    #[error("task {task} would share CPUs with another task of the step: the {have} {unit} near {device} (CPUs {locality_cpus}) are all taken by earlier tasks. Run fewer tasks, bind to smaller units (bind=hwthread), or add :overload to let tasks share CPUs")]
+    Overloaded { task: u32, unit: &'static str, have: usize, device: String, locality_cpus: String },
 }
 
 /// Computes the plan. Pure: no I/O, no Slurm, no hwloc.
@@ -88,14 +101,21 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     let bind = spec.bind_level();
     let allowed = facts.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
     let mut binder = bind::Binder::new(topo, bind, spec, facts, allowed);
+    if spec.env == EnvMode::PmixOnly {
+        plan.warnings.push(
+            "env=none: tasks are placed and bound, and told only PMIX_DEVICE_ID: no device-selection variable is \
+             written, so each task's runtime sees every device of the node"
+                .into(),
+        );
+    }
     let mut env_cache = HashMap::new();
     for (t, devs) in assignment.into_iter().enumerate() {
         let refs: Vec<&Device> = devs.iter().filter_map(|&i| node.devices.get(i)).collect();
-        check_identity(&refs, &host)?;
-        let cpus = binder.bind_task(&node.devices, &devs)?;
+        check_identity(&refs, node, spec)?;
+        let cpus = binder.bind_task(t as u32, &node.devices, &devs)?;
         let (env, warnings) = env_cache
             .entry(devs.clone())
-            .or_insert_with(|| crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy))
+            .or_insert_with(|| crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy, spec.env))
             .clone()
             .map_err(|source| PlanError::InvalidValue {
                 devices: refs.iter().map(|d| crate::env::shown(&d.name)).collect::<Vec<_>>().join(", "),
@@ -112,17 +132,43 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     Ok(plan)
 }
 
-fn check_identity(devs: &[&Device], host: &str) -> Result<(), PlanError> {
-    match devs.iter().find(|d| d.class == DeviceClass::Gpu && d.gpu_id().is_none()) {
-        Some(d) => Err(PlanError::NoIdentity {
-            device: d.name.clone(),
-            busid: d.busid_text(),
-            host: host.into(),
-            problem: d.identity_problem().map(str::to_string).unwrap_or_else(|| "no vendor identity".into()),
-            fix: identity_fix(d.vendor),
-        }),
-        None => Ok(()),
+/// Every GPU of the task must be nameable to its runtime (seed 000: mapping by device and
+/// then declining to act on it is indistinguishable from a working run): a vendor identity,
+/// and for Level Zero ordinals the hierarchy model they were recorded under. `env=none`
+/// (placement only, said by the job) is the one exception.
+fn check_identity(devs: &[&Device], node: &Node, spec: &Spec) -> Result<(), PlanError> {
+    if spec.env == EnvMode::PmixOnly {
+        return Ok(());
     }
+    let unknown_model = node.options.ze_hierarchy.is_none();
+    let refused = |d: &Device, problem: String, fix: &'static str| PlanError::NoIdentity {
+        device: d.name.clone(),
+        busid: d.busid_text(),
+        host: node.hostname().into(),
+        problem,
+        fix,
+    };
+    for d in devs.iter().filter(|d| d.class == DeviceClass::Gpu) {
+        match d.gpu_id() {
+            None => {
+                let problem = d.identity_problem().map(str::to_string).unwrap_or_else(|| "no vendor identity".into());
+                return Err(refused(d, problem, identity_fix(d.vendor)));
+            }
+            Some(GpuIdentity::LevelZero { .. }) if unknown_model => {
+                return Err(refused(
+                    d,
+                    "its Level Zero ordinal is known, but not the hierarchy model (FLAT, COMPOSITE or COMBINED) it \
+                     was recorded under, so ZE_AFFINITY_MASK cannot say which device it is"
+                        .into(),
+                    "the admin sets ze_hierarchy in the plugin's config file (the ZE_FLAT_DEVICE_HIERARCHY in force \
+                     where the topology was discovered); to be placed and bound without a ZE_AFFINITY_MASK, add \
+                     :env=none",
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Which of the two identity sources to install, per vendor.

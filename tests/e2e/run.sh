@@ -201,6 +201,41 @@ c_closest() {
     expect_rc 0 && expect_out "$(line 0 1 "$UUID1" - -; line 1 0 "$UUID0" - -)"
 }
 
+c_ids_with_colons() {
+    set_plugstack "topology=$FIX"
+    # The id the plugin writes into PMIX_DEVICE_ID (gpu://<this host>::nvml1), and the bus
+    # ids, name one device; qualifiers still follow.
+    local host
+    host=$(hostname)
+    for id in "gpu://$host::nvml1" "0000:65:00.0" "65:00.0"; do
+        # -c 2: the step holds both CPUs, so the GPU's CPU 1 is the step's.
+        probe -n 1 -c 2 --map-by-device="$id:verbose"
+        expect_rc 0 && expect_out "$(line 0 1 "$UUID1" - -)" && expect_err "gpu 0000:65:00.0 cuda1 $UUID1; CPUs 1 set" ||
+            { echo "(id $id)"; return 1; }
+    done
+}
+
+c_overload_refused() {
+    set_plugstack "topology=$FIX"
+    # Two tasks per GPU, one core next to each GPU: the second task would share the first's core.
+    probe -n 4 --map-by-device=gpu:shared:bind=core
+    expect_rc 1 && expect_err "task 2 would share CPUs with another task of the step" &&
+        expect_err "add :overload" || return 1
+    node_idle || return 1
+    probe -n 4 --map-by-device=gpu:shared:bind=core:overload
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" - -; line 1 1 "$UUID1" - -; line 2 0 "$UUID0" - -; line 3 1 "$UUID1" - -)"
+}
+
+c_ppr() {
+    set_plugstack "topology=$FIX"
+    # ppr=2: tasks 0,1 on GPU 0 and 2,3 on GPU 1 (not round-robin, as shared is).
+    probe -n 4 --map-by-device=gpu:ppr=2:overload
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" - -; line 1 0 "$UUID0" - -; line 2 1 "$UUID1" - -; line 3 1 "$UUID1" - -)" ||
+        return 1
+    probe -n 5 --map-by-device=gpu:ppr=2:overload
+    expect_rc 1 && expect_err "5 tasks with ndev=1 and ppr=2 need 3 gpu devices"
+}
+
 c_default_applies() {
     set_plugstack "topology=$FIX default=gpu"
     probe -n 2
@@ -543,8 +578,12 @@ c_gres_one_gpu_two_tasks() {
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
     gres_probe -n 2 --gres=gpu:1 --map-by-device=gpu
     expect_rc 1 && expect_err "2 tasks with ndev=1 need 2 gpu devices, but" && expect_err "has 1 to give" || return 1
-    # With shared, both tasks get the step's one GPU, and both are bound next to it.
+    # With shared, both tasks get the step's one GPU; next to it is one core, which holds one
+    # task: the second is refused unless the job says it may share CPUs (overload).
     gres_probe -n 2 --gres=gpu:1 --map-by-device=gpu:shared
+    expect_rc 1 && expect_err "task 1 would share CPUs with another task of the step: the 1 core near renderD128" ||
+        return 1
+    gres_probe -n 2 --gres=gpu:1 --map-by-device=gpu:shared:overload
     expect_rc 0 && inside_step &&
         expect_out "$(gline 0 0 0-1 0 "${GRES_UUID[0]}"; gline 1 0 0-1 0 "${GRES_UUID[0]}")"
 }
@@ -997,6 +1036,9 @@ AFFINITY_CASES=(
     "ndev=2 with --cpus-per-task=2 and bind=core|c_ndev_cpus_per_task"
     "the plugin's mask wins over --cpu-bind (none/cores/map/mask, 20 runs each)|c_mask_wins"
     "closest picks the GPU next to Slurm's binding|c_closest"
+    "a device named by its PMIx id or PCI bus id (ids with ':'), with qualifiers after it|c_ids_with_colons"
+    "shared never stacks tasks on one core unless :overload|c_overload_refused"
+    "ppr=2: consecutive tasks per GPU|c_ppr"
     "plugstack default= applies when the job gives no spec|c_default_applies"
     "--map-by-device=none turns the default off|c_default_none"
     "a job's spec overrides the default|c_default_overridden"
@@ -1033,7 +1075,7 @@ GRES_CASES=(
     "gres: two concurrent jobs with one GPU each stay on their own CPU and GPU|c_gres_two_jobs"
     "gres: a GPU local to another job's CPU is refused; bind=none keeps the step's CPU|c_gres_foreign_cpus"
     "gres: --gres=gpu:2 -n 2 gives each task its own GPU|c_gres_two_gpus_two_tasks"
-    "gres: --gres=gpu:1 -n 2 is refused without shared|c_gres_one_gpu_two_tasks"
+    "gres: --gres=gpu:1 -n 2 is refused without shared, shared needs overload on one core|c_gres_one_gpu_two_tasks"
     "gres: --gpu-bind refuses a GPU mapping (once); none, one task, network are fine|c_gres_gpu_bind"
     "gres: the admin default steps aside for --gpu-bind|c_gres_gpu_bind_default"
     "gres: a step without GPUs: all GPUs, or refused with require_step_gpus|c_gres_no_gpus_requested"

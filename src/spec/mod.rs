@@ -4,7 +4,11 @@
 //! so a typo is refused before anything is allocated. Words are case-insensitive and may be
 //! shortened to any unique prefix; a prefix that fits two words is refused rather than
 //! guessed (seed 001: "N" could be "NUMA" or "NONE"). A comma is not a separator:
-//! `gpu,ndev=2` is a device *name*, which then fails to match on the node.
+//! `gpu,ndev=2` is a device *name*, which then fails to match on the node. A device may be
+//! named by an id that contains `:` (a PCI bus id, a PMIx id): [`target`] reads those by
+//! their shape.
+
+mod target;
 
 use crate::device::DeviceClass;
 use std::fmt;
@@ -66,6 +70,23 @@ pub struct Spec {
     pub closest: bool,
     /// `verbose`: report each task's assignment.
     pub verbose: bool,
+    /// `ppr=N`: N consecutive tasks per device (or group of `ndev`); `None`: one.
+    pub ppr: Option<u32>,
+    /// `overload`: tasks may be bound to CPUs another task of the step has (refused otherwise).
+    pub overload: bool,
+    /// `env=`: which variables tasks are told.
+    pub env: EnvMode,
+}
+
+/// What `env=` lets the plan write into tasks' environments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EnvMode {
+    /// Every variable of the table (`env=all`, the default).
+    #[default]
+    All,
+    /// Only `PMIX_DEVICE_ID` (`env=none`): placement and binding, no device-selection variable;
+    /// a GPU that cannot be named to its runtime is then placed rather than refused.
+    PmixOnly,
 }
 
 /// A spec that could not be read. Every variant keeps the offending text.
@@ -93,6 +114,8 @@ pub enum SpecError {
     NoneWithQualifiers { spec: String },
     #[error("{first} and {second} cannot be combined: {reason}")]
     Conflict { first: &'static str, second: &'static str, reason: &'static str },
+    #[error("bad device id in {given:?}: expected {expected}")]
+    BadId { given: String, expected: String },
 }
 
 /// The qualifiers, in the order they are listed to users.
@@ -101,23 +124,36 @@ enum Qualifier {
     Interleave,
     Shared,
     Ndev,
+    Ppr,
     Pe,
     Hwtcpus,
     Bind,
+    Overload,
+    Env,
     Closest,
     Verbose,
 }
 
-const QUALIFIERS: [(&str, Qualifier); 8] = [
+const QUALIFIERS: [(&str, Qualifier); 11] = [
     ("interleave", Qualifier::Interleave),
     ("shared", Qualifier::Shared),
     ("ndev", Qualifier::Ndev),
+    ("ppr", Qualifier::Ppr),
     ("pe", Qualifier::Pe),
     ("hwtcpus", Qualifier::Hwtcpus),
     ("bind", Qualifier::Bind),
+    ("overload", Qualifier::Overload),
+    ("env", Qualifier::Env),
     ("closest", Qualifier::Closest),
     ("verbose", Qualifier::Verbose),
 ];
+
+/// Short forms that keep the meaning they had before a later word came to share them
+/// (seed 000: a new qualifier must not silently change a working command line): `p` is
+/// still `pe`, although `ppr` starts with it too; `ppr` must be written `pp` or longer.
+const PINNED: [(&str, Qualifier); 1] = [("p", Qualifier::Pe)];
+
+const ENV_MODES: [(&str, EnvMode); 2] = [("all", EnvMode::All), ("none", EnvMode::PmixOnly)];
 
 impl Qualifier {
     fn name(self) -> &'static str {
@@ -178,6 +214,17 @@ fn by_prefix<T: Copy>(what: &'static str, given: &str, table: &[(&'static str, T
     }
 }
 
+/// The qualifier `word` names: a pinned short form, else a unique prefix.
+fn qualifier_word(word: &str) -> Result<Qualifier, SpecError> {
+    if let Some((_, q)) = PINNED.iter().find(|(short, _)| short.eq_ignore_ascii_case(word)) {
+        return Ok(*q);
+    }
+    by_prefix("qualifier", word, &QUALIFIERS).map_err(|e| match e {
+        SpecError::BadValue { value, expected, .. } => SpecError::UnknownQualifier { given: value, expected },
+        other => other,
+    })
+}
+
 fn positive(name: &'static str, value: &str) -> Result<u32, SpecError> {
     match value.trim().parse::<u32>() {
         Ok(n) if (1..=1 << 16).contains(&n) => Ok(n),
@@ -202,14 +249,17 @@ impl Spec {
             bind: None,
             closest: false,
             verbose: false,
+            ppr: None,
+            overload: false,
+            env: EnvMode::All,
         }
     }
 
     /// Parses `TARGET[:QUALIFIER[=VALUE]]...`.
     pub fn parse(text: &str) -> Result<Spec, SpecError> {
         let text = text.trim();
-        let mut parts = text.split(':');
-        let target_text = parts.next().unwrap_or("").trim();
+        let (target_text, qualifiers) = target::split(text)?;
+        let target_text = target_text.trim();
         if target_text.is_empty() {
             return Err(SpecError::Empty);
         }
@@ -223,7 +273,7 @@ impl Spec {
         };
         let mut spec = Spec::new(target);
         let mut seen: Vec<Qualifier> = Vec::new();
-        for part in parts {
+        for part in qualifiers.into_iter().flat_map(|q| q.split(':')) {
             if spec.target == Target::None {
                 return Err(SpecError::NoneWithQualifiers { spec: text.to_string() });
             }
@@ -235,55 +285,59 @@ impl Spec {
                 Some((w, v)) => (w.trim(), Some(v.trim())),
                 None => (part, None),
             };
-            let qualifier = by_prefix("qualifier", word, &QUALIFIERS).map_err(|e| match e {
-                SpecError::BadValue { value, expected, .. } => SpecError::UnknownQualifier { given: value, expected },
-                other => other,
-            })?;
-            let name = qualifier.name();
+            let qualifier = qualifier_word(word)?;
             if seen.contains(&qualifier) {
-                return Err(SpecError::Repeated { name, spec: text.to_string() });
+                return Err(SpecError::Repeated { name: qualifier.name(), spec: text.to_string() });
             }
             seen.push(qualifier);
-            let no_value = |flag: &mut bool| -> Result<(), SpecError> {
-                match value {
-                    Some(_) => Err(SpecError::UnexpectedValue { name, given: part.to_string() }),
-                    None => {
-                        *flag = true;
-                        Ok(())
-                    }
-                }
-            };
-            match qualifier {
-                Qualifier::Interleave => {
-                    spec.interleave = Some(match value {
-                        None => GroupLevel::Package,
-                        Some(v) if v.eq_ignore_ascii_case("node") => return Err(SpecError::InterleaveNode),
-                        Some(v) => by_prefix("interleave level", v, &GROUP_LEVELS)?,
-                    })
-                }
-                Qualifier::Shared => {
-                    spec.shared = match value {
-                        None => true,
-                        Some(v) => by_prefix("shared", v, &[("true", true), ("false", false)])?,
-                    }
-                }
-                Qualifier::Ndev => {
-                    spec.ndev = positive("ndev", value.ok_or(SpecError::MissingValue { name, hint: "N" })?)?
-                }
-                Qualifier::Pe => {
-                    spec.pe = Some(positive("pe", value.ok_or(SpecError::MissingValue { name, hint: "N" })?)?)
-                }
-                Qualifier::Bind => {
-                    let v = value.ok_or(SpecError::MissingValue { name, hint: "level" })?;
-                    spec.bind = Some(by_prefix("bind level", v, &BIND_LEVELS)?);
-                }
-                Qualifier::Hwtcpus => no_value(&mut spec.hwtcpus)?,
-                Qualifier::Closest => no_value(&mut spec.closest)?,
-                Qualifier::Verbose => no_value(&mut spec.verbose)?,
-            }
+            spec.set(qualifier, value, part)?;
         }
         spec.check_combinations()?;
         Ok(spec)
+    }
+
+    /// Applies one qualifier (`part` is its text, for messages).
+    fn set(&mut self, qualifier: Qualifier, value: Option<&str>, part: &str) -> Result<(), SpecError> {
+        let name = qualifier.name();
+        let flag = |flag: &mut bool| match value {
+            Some(_) => Err(SpecError::UnexpectedValue { name, given: part.to_string() }),
+            None => {
+                *flag = true;
+                Ok(())
+            }
+        };
+        let number = || positive(name, value.ok_or(SpecError::MissingValue { name, hint: "N" })?);
+        match qualifier {
+            Qualifier::Interleave => {
+                self.interleave = Some(match value {
+                    None => GroupLevel::Package,
+                    Some(v) if v.eq_ignore_ascii_case("node") => return Err(SpecError::InterleaveNode),
+                    Some(v) => by_prefix("interleave level", v, &GROUP_LEVELS)?,
+                })
+            }
+            Qualifier::Shared => {
+                self.shared = match value {
+                    None => true,
+                    Some(v) => by_prefix("shared", v, &[("true", true), ("false", false)])?,
+                }
+            }
+            Qualifier::Ndev => self.ndev = number()?,
+            Qualifier::Ppr => self.ppr = Some(number()?),
+            Qualifier::Pe => self.pe = Some(number()?),
+            Qualifier::Bind => {
+                let v = value.ok_or(SpecError::MissingValue { name, hint: "level" })?;
+                self.bind = Some(by_prefix("bind level", v, &BIND_LEVELS)?);
+            }
+            Qualifier::Env => {
+                let v = value.ok_or(SpecError::MissingValue { name, hint: "all|none" })?;
+                self.env = by_prefix("env", v, &ENV_MODES)?;
+            }
+            Qualifier::Hwtcpus => flag(&mut self.hwtcpus)?,
+            Qualifier::Overload => flag(&mut self.overload)?,
+            Qualifier::Closest => flag(&mut self.closest)?,
+            Qualifier::Verbose => flag(&mut self.verbose)?,
+        }
+        Ok(())
     }
 
     /// The qualifiers that cannot be combined, refused with the reason and the fix.
@@ -302,6 +356,14 @@ impl Spec {
                     first: "closest",
                     second: "pe",
                     reason: "closest does not bind, so pe= has nothing to size; drop one of them",
+                });
+            }
+            if spec.ppr.is_some() {
+                return Err(SpecError::Conflict {
+                    first: "closest",
+                    second: "ppr",
+                    reason: "closest picks each task's device from its binding, not by counting tasks per device; \
+                             drop ppr= or drop closest",
                 });
             }
             if spec.ndev > 1 {
@@ -373,6 +435,9 @@ impl fmt::Display for Spec {
         if self.ndev != 1 {
             write!(f, ":ndev={}", self.ndev)?;
         }
+        if let Some(n) = self.ppr {
+            write!(f, ":ppr={n}")?;
+        }
         if let Some(pe) = self.pe {
             write!(f, ":pe={pe}")?;
         }
@@ -381,6 +446,12 @@ impl fmt::Display for Spec {
         }
         if let Some(b) = self.bind {
             write!(f, ":bind={b}")?;
+        }
+        if self.overload {
+            f.write_str(":overload")?;
+        }
+        if self.env == EnvMode::PmixOnly {
+            f.write_str(":env=none")?;
         }
         if self.closest {
             f.write_str(":closest")?;
@@ -490,10 +561,45 @@ mod tests {
     }
 
     #[test]
+    fn ids_with_colons_are_targets_and_qualifiers_still_follow() {
+        let s = ok("gpu://turin-h200::nvml2:bind=core:verbose");
+        assert_eq!(s.target, Target::Name("gpu://turin-h200::nvml2".into()));
+        assert_eq!((s.bind, s.verbose), (Some(BindLevel::Core), true));
+        assert_eq!(ok("0000:96:00.0").target, Target::Name("0000:96:00.0".into()));
+        assert_eq!(ok("96:00.0:shared").target, Target::Name("96:00.0".into()));
+        assert!(ok("96:00.0:shared").shared);
+        let fab = "fab://9c63:c003:00fb:7458::9c63:c003:00fb:7458";
+        assert_eq!(ok(&format!("{fab}:pe=2")).target, Target::Name(fab.into()));
+        assert_eq!(ok("ipv4://00:11:22:33:44:55").target, Target::Name("ipv4://00:11:22:33:44:55".into()));
+        assert!(err("gpu://turin-h200").to_string().contains("gpu://HOST::NAME"));
+    }
+
+    #[test]
+    fn ppr_overload_and_env() {
+        let s = ok("gpu:ppr=2:overload:env=none");
+        assert_eq!((s.ppr, s.overload, s.env), (Some(2), true, EnvMode::PmixOnly));
+        assert_eq!(ok("gpu:env=all").env, EnvMode::All);
+        assert_eq!(ok("gpu:pp=3").ppr, Some(3));
+        assert!(ok("gpu:o").overload);
+        // `p` kept its meaning (pe) when ppr arrived; both are reachable.
+        assert_eq!((ok("gpu:p=2").pe, ok("gpu:p=2").ppr), (Some(2), None));
+        assert!(err("gpu:ppr=0").to_string().contains("\"0\""));
+        assert!(err("gpu:env").to_string().contains("env=<all|none>"));
+        assert!(err("gpu:overload=yes").to_string().contains("overload=yes"));
+        assert!(err("gpu:closest:ppr=2").to_string().contains("closest and ppr cannot be combined"));
+    }
+
+    #[test]
     fn canonical_text_round_trips() {
-        for s in
-            ["gpu", "network:interleave=numa:shared:ndev=2:pe=4:hwtcpus:bind=l3cache:verbose", "mlx5_0:closest", "none"]
-        {
+        for s in [
+            "gpu",
+            "network:interleave=numa:shared:ndev=2:pe=4:hwtcpus:bind=l3cache:verbose",
+            "gpu:ndev=2:ppr=3:bind=core:overload:env=none",
+            "gpu://node07::nvml0:verbose",
+            "0000:06:00.0:shared",
+            "mlx5_0:closest",
+            "none",
+        ] {
             let spec = ok(s);
             assert_eq!(spec.to_string(), s);
             assert_eq!(ok(&spec.to_string()), spec);
