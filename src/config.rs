@@ -51,6 +51,9 @@ pub struct Config {
     /// How long live discovery may take, in seconds, before it is abandoned (file only; `None`
     /// = [`DEFAULT_DISCOVERY_TIMEOUT`]). See [`Config::discovery_timeout`].
     pub discovery_timeout: Option<u32>,
+    /// `omp = true`: every mapped task is told `OMP_NUM_THREADS`, `OMP_PLACES` and
+    /// `OMP_PROC_BIND` from its binding unless its spec says `omp=false` (file only).
+    pub omp: Option<bool>,
 }
 
 /// How long live discovery may take when the config file says nothing: hwloc needs about
@@ -110,7 +113,7 @@ pub enum ConfigError {
 }
 
 /// The keys a config file may hold, in the order they are listed to users.
-const FILE_KEYS: [&str; 9] = [
+const FILE_KEYS: [&str; 10] = [
     "default",
     "topology",
     "proc_root",
@@ -120,6 +123,7 @@ const FILE_KEYS: [&str; 9] = [
     "cache",
     "require_step_gpus",
     "discovery_timeout",
+    "omp",
 ];
 
 /// The largest config file read (real ones are a few hundred bytes).
@@ -223,14 +227,19 @@ impl Config {
                     Some(u32::try_from(n).ok().filter(|n| (1..=3600).contains(n)).ok_or_else(bad)?);
                 continue;
             }
-            if key == "cache" || key == "require_step_gpus" {
+            if key == "cache" || key == "require_step_gpus" || key == "omp" {
                 let flag = value.as_bool().ok_or_else(|| ConfigError::WrongType {
                     path: path.to_path_buf(),
                     key,
                     expected: "true or false",
                     found: format!("{} {value}", value.type_str()),
                 })?;
-                *(if key == "cache" { &mut config.cache } else { &mut config.require_step_gpus }) = Some(flag);
+                let slot = match key {
+                    "cache" => &mut config.cache,
+                    "omp" => &mut config.omp,
+                    _ => &mut config.require_step_gpus,
+                };
+                *slot = Some(flag);
                 continue;
             }
             let Some(text) = value.as_str() else {
@@ -380,7 +389,7 @@ mod tests {
             "keys",
             "default = \"network\"\ntopology = \"/etc/a.xml\"\nproc_root = \"/host/proc\"\n\
              sys_root = \"/host/sys\"\nze_hierarchy = \"flat\"\ncache_dir = \"/run/mbd\"\ncache = false\n\
-             require_step_gpus = true\ndiscovery_timeout = 5\n",
+             require_step_gpus = true\ndiscovery_timeout = 5\nomp = true\n",
         );
         let c = parse(&[f.arg()]).unwrap();
         assert_eq!(
@@ -395,6 +404,7 @@ mod tests {
                 cache: Some(false),
                 require_step_gpus: Some(true),
                 discovery_timeout: Some(5),
+                omp: Some(true),
             }
         );
         // The plugstack line wins over the file, whatever the order of the arguments.

@@ -109,6 +109,16 @@ pub struct Context<'a> {
     pub devs: &'a [&'a Device],
     pub task_env: &'a BTreeMap<String, String>,
     pub discovery_model: Option<ZeHierarchy>,
+    /// `omp`: the OpenMP places of the task's binding, when it is bound and asked for them.
+    pub omp: Option<Places>,
+}
+
+/// The OpenMP places a task's binding holds: how many, and of which kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Places {
+    pub count: usize,
+    /// Hardware threads (`hwtcpus`) rather than cores.
+    pub threads: bool,
 }
 
 /// A row's answer: the value to write (if any) and a warning (if any).
@@ -224,6 +234,27 @@ fn level_zero(c: &Context) -> Result<Option<(String, ZeHierarchy)>, String> {
     }
 }
 
+/// An OpenMP variable from the task's binding (`omp`), unless the task's environment already
+/// has one: a value the user set is never replaced.
+fn omp(c: &Context, name: &str, value: impl Fn(Places) -> String) -> Computed {
+    match c.omp {
+        Some(places) if !c.task_env.contains_key(name) => (Some(value(places)), None),
+        _ => (None, None),
+    }
+}
+
+fn omp_num_threads(c: &Context) -> Computed {
+    omp(c, "OMP_NUM_THREADS", |p| p.count.to_string())
+}
+
+fn omp_places(c: &Context) -> Computed {
+    omp(c, "OMP_PLACES", |p| if p.threads { "threads" } else { "cores" }.to_string())
+}
+
+fn omp_proc_bind(c: &Context) -> Computed {
+    omp(c, "OMP_PROC_BIND", |_| "spread".to_string())
+}
+
 /// Level Zero ordinals, read under the model stated beside them (seed 001).
 fn ze_mask(c: &Context) -> Computed {
     match level_zero(c) {
@@ -251,7 +282,7 @@ fn ze_hierarchy(c: &Context) -> Computed {
 #[doc(alias = "UCX_NET_DEVICES")]
 #[doc(alias = "PSM3_NIC")]
 #[doc(alias = "PMIX_DEVICE_ID")]
-pub const VARIABLES: [VendorVariable; 8] = [
+pub const VARIABLES: [VendorVariable; 11] = [
     VendorVariable {
         name: "CUDA_VISIBLE_DEVICES",
         reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)",
@@ -309,6 +340,30 @@ pub const VARIABLES: [VendorVariable; 8] = [
         valid: valid_psm3,
     },
     VendorVariable {
+        name: "OMP_NUM_THREADS",
+        reader: "OpenMP (omp: one thread per core of the binding, or per thread with hwtcpus)",
+        slurm_gres: false,
+        always: false,
+        value: omp_num_threads,
+        valid: |v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()),
+    },
+    VendorVariable {
+        name: "OMP_PLACES",
+        reader: "OpenMP (omp: cores, or threads with hwtcpus, of the task's mask)",
+        slurm_gres: false,
+        always: false,
+        value: omp_places,
+        valid: |v| v == "cores" || v == "threads",
+    },
+    VendorVariable {
+        name: "OMP_PROC_BIND",
+        reader: "OpenMP (omp: spread over the places)",
+        slurm_gres: false,
+        always: false,
+        value: omp_proc_bind,
+        valid: |v| v == "spread",
+    },
+    VendorVariable {
         name: "PMIX_DEVICE_ID",
         reader: "PMIx device ids of every assigned device",
         slurm_gres: false,
@@ -336,15 +391,17 @@ pub fn all_names() -> Vec<&'static str> {
 }
 
 /// The variables for a task holding `devs`, given its environment `task_env`, the Level
-/// Zero model in force where the topology was discovered, and the spec's `env=`. Returns the variables and any
+/// Zero model in force where the topology was discovered, the spec's `env=`, and the OpenMP
+/// places of its binding when `omp` asks for them. Returns the variables and any
 /// warnings (one line each), or the first value its variable's grammar refuses.
 pub fn task_env(
     devs: &[&Device],
     task_env: &BTreeMap<String, String>,
     discovery_model: Option<ZeHierarchy>,
     mode: EnvMode,
+    omp: Option<Places>,
 ) -> Result<(BTreeMap<String, String>, Vec<String>), InvalidValue> {
-    let context = Context { devs, task_env, discovery_model };
+    let context = Context { devs, task_env, discovery_model, omp };
     let mut out = BTreeMap::new();
     let mut warnings = Vec::new();
     for var in VARIABLES.iter().filter(|v| mode == EnvMode::All || v.always) {

@@ -45,6 +45,21 @@ impl Node {
         (0..self.devices.len()).filter(|&i| self.devices[i].class == class).collect()
     }
 
+    /// Slurm's GPU index (position in PCI-bus order among the node's GPUs) of each GPU named
+    /// by its vendor identity (`GPU-<uuid>`, any case); `Err` names the first one the node does
+    /// not have.
+    pub fn gpu_indices_of(&self, ids: &[String]) -> Result<Vec<u32>, String> {
+        let gpus = self.class_indexes(DeviceClass::Gpu);
+        ids.iter()
+            .map(|id| {
+                gpus.iter()
+                    .position(|&i| self.devices[i].gpu_id().is_some_and(|g| g.display_id().eq_ignore_ascii_case(id)))
+                    .map(|p| p as u32)
+                    .ok_or_else(|| id.clone())
+            })
+            .collect()
+    }
+
     /// The host name used in ids and messages.
     pub fn hostname(&self) -> &str {
         self.options.hostname.as_deref().or(self.topology.hostname.as_deref()).unwrap_or("localhost")

@@ -161,6 +161,23 @@ impl Topology {
         v.into_iter()
     }
 
+    /// Each PU's core, as a lookup by PU number (`None`: not a PU, or a PU outside any
+    /// core): built once, so that counting the cores of many CPU sets costs their size, not
+    /// a walk over the topology each.
+    pub fn core_of_pu(&self) -> Vec<Option<u32>> {
+        let mut map = Vec::new();
+        for core in self.objects.iter().filter(|o| o.kind == ObjKind::Core) {
+            for pu in core.cpuset.iter() {
+                let i = pu as usize;
+                if map.len() <= i {
+                    map.resize(i + 1, None);
+                }
+                map[i] = Some(core.logical_index);
+            }
+        }
+        map
+    }
+
     /// The whole machine's PUs.
     pub fn all_cpus(&self) -> CpuSet {
         self.objects.first().map(|o| o.cpuset.clone()).unwrap_or_default()

@@ -306,10 +306,19 @@ fn degenerate_topologies_warn_and_proceed() {
             p.tasks.iter().map(|t| t.env["CUDA_VISIBLE_DEVICES"].clone()).collect();
         assert_eq!(ids.len(), 4, "{name}: each task its own GPU");
         if name == "degenerate-machine.xml" {
+            // The default split gives each task its own share, none nearer its GPU than another.
             assert!(
                 p.warnings.iter().any(|w| w.contains("binding could not be made more specific")),
-                "{name}: {:?}",
+                "{:?}",
                 p.warnings
+            );
+            let shares: Vec<String> = p.tasks.iter().map(|t| t.cpus.as_ref().unwrap().to_list()).collect();
+            assert_eq!(shares, ["0-3", "4-7", "8-11", "12-15"], "{name}");
+            let whole = run(&n, "gpu:bind=locality", 4).unwrap();
+            assert!(
+                whole.warnings.iter().any(|w| w.contains("binding could not be made more specific")),
+                "{name}: {:?}",
+                whole.warnings
             );
             // Package binding is finer than a Machine locality: tasks spread over packages.
             let c = cpus(&n, "gpu:bind=package", 2);
@@ -435,7 +444,7 @@ mod invariants {
         NODE.get_or_init(|| node("turin-h200.xml"))
     }
 
-    const SPECS: [&str; 12] = [
+    const SPECS: [&str; 17] = [
         "gpu",
         "gpu:bind=core",
         "gpu:interleave:bind=core",
@@ -448,6 +457,11 @@ mod invariants {
         "gpu:ppr=3:bind=core",
         "gpu:shared:bind=core:overload",
         "gpu:ppr=2:pe=4:hwtcpus",
+        "gpu:shared",
+        "gpu:ppr=3:hwtcpus",
+        "gpu:ndev=auto",
+        "gpu:ndev=2:compact:omp",
+        "network:shared:omp",
     ];
 
     /// The cores (hardware threads with `hwtcpus`) a task's CPUs come from, on the Turin
@@ -460,9 +474,9 @@ mod invariants {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
         /// Whatever the step's CPUs: every mask is non-empty and inside them; bindings to
-        /// cores or threads never overlap unless `overload` was asked; with `pe=N` every task
-        /// has exactly N cores (threads with `hwtcpus`). The only refusals are the documented
-        /// ones.
+        /// cores or threads, or split shares of a locality, never overlap unless `overload` was
+        /// asked, and a share lies inside its devices' localities; with `pe=N` every task has
+        /// exactly N cores (threads with `hwtcpus`). The only refusals are the documented ones.
         #[test]
         fn masks_stay_inside_the_step(
             spec in 0..SPECS.len(),
@@ -483,7 +497,16 @@ mod invariants {
                             prop_assert_eq!(units(n, c, spec.hwtcpus), pe as usize, "task {} got {}", t.task, c);
                         }
                     }
-                    let per_unit = matches!(spec.bind_level(), BindLevel::Core | BindLevel::HwThread);
+                    // bind=split (the default): each task's share lies inside its devices'
+                    // own localities, and no two tasks' shares overlap.
+                    if spec.bind_level() == BindLevel::Split {
+                        for t in &p.tasks {
+                            let near = t.devices.iter().fold(CpuSet::new(), |a, &d| a.union(&n.devices[d].locality));
+                            let c = t.cpus.as_ref().unwrap();
+                            prop_assert!(c.is_subset(&near), "task {} got {} outside {}", t.task, c, near);
+                        }
+                    }
+                    let per_unit = matches!(spec.bind_level(), BindLevel::Core | BindLevel::HwThread | BindLevel::Split);
                     if per_unit && !spec.overload {
                         for (i, a) in p.tasks.iter().enumerate() {
                             for b in &p.tasks[i + 1..] {
@@ -495,9 +518,10 @@ mod invariants {
                 }
                 Err(e) => {
                     let allowed_ok = matches!(e, PlanError::OutsideAllocation { .. } | PlanError::NoBindObject { .. }
-                        | PlanError::TooManyTasks { .. } | PlanError::PeTooLarge { .. } | PlanError::Overloaded { .. });
+                        | PlanError::TooManyTasks { .. } | PlanError::PeTooLarge { .. } | PlanError::Overloaded { .. }
+                        | PlanError::SplitTooMany { .. } | PlanError::NdevAuto { .. });
                     prop_assert!(allowed_ok, "unexpected refusal: {}", e);
-                    let overloaded = matches!(e, PlanError::Overloaded { .. });
+                    let overloaded = matches!(e, PlanError::Overloaded { .. } | PlanError::SplitTooMany { .. });
                     prop_assert!(!(spec.overload && overloaded), "overload was asked: {}", e);
                 }
             }

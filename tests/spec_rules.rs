@@ -186,7 +186,9 @@ fn shared_never_stacks_tasks_on_cores_unless_overload() {
         // The whole locality holds as many tasks as it has cores.
         assert!(run(&n, "gpu:shared", 64).is_ok());
         let e = refusal(&n, "gpu:shared", 68);
-        assert!(e.starts_with("task 64 would share CPUs"), "{e}");
+        assert!(e.starts_with("17 tasks share the locality of cuda0 (CPUs 16-31,144-159), which has 16 cores"), "{e}");
+        assert!(run(&n, "gpu:shared:bind=locality", 64).is_ok());
+        assert!(refusal(&n, "gpu:shared:bind=locality", 68).starts_with("task 64 would share CPUs"));
     }
 }
 

@@ -155,9 +155,9 @@ fn every_fixture_is_drawn() {
 
 #[test]
 fn sharing_is_striped_not_hidden() {
-    // 64 tasks on 64 GPUs bound to their localities: four tasks on every CPU.
+    // 64 tasks on 64 GPUs bound to their whole localities: four tasks on every CPU.
     let node = node(&root().join("topologies/synthetic-64gpu.xml"));
-    let p = picture::parse(&plan_picture(&node, "gpu", 64));
+    let p = picture::parse(&plan_picture(&node, "gpu:bind=locality", 64));
     assert!(p.pus.values().all(|c| c.stripes.len() == 4), "every CPU carries its four tasks' stripes");
     let widths: Vec<i64> = p.pus.values().map(|c| c.rect.w).collect();
     assert!(widths.iter().all(|&w| w >= 24), "cells stay wide enough for four stripes: {widths:?}");

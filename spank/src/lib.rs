@@ -116,7 +116,7 @@ const OPTION: &str = "map-by-device";
 
 /// The option's one-line `--help` text.
 const USAGE: &str = "Give each task its own device and the CPUs near it. SPEC is gpu, network, block, \
-a device name or none, then :qualifiers (interleave shared ndev=N ppr=N pe=N hwtcpus bind=LEVEL overload env=all|none closest verbose)";
+a device name or none, then :qualifiers (interleave shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL overload env=all|none omp closest verbose)";
 
 /// The plugin's state in one process (srun, sbatch, salloc, slurmd or one step's slurmstepd;
 /// each task inherits a copy when slurmstepd forks it).
@@ -449,7 +449,11 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
     if planned.assigns_gpu(&tp) {
         let now = |name: &str| spank.getenv(name).ok().flatten();
         if let Some(why) = step::slurm_gpu_binding(&planned.facts.env, now) {
-            return Err(Refusal::SlurmBindsGpus(why));
+            // Slurm's per-task GPUs (--gpus-per-task=N gives task k the step's GPUs kN..kN+N-1)
+            // are exactly the plan's (ndev=auto divides them the same way): nothing to refuse.
+            if !planned.agrees_with_slurm(&tp, now("SLURM_STEP_GPUS").as_deref()) {
+                return Err(Refusal::SlurmBindsGpus(why));
+            }
         }
     }
     if let Some(cpus) = &tp.cpus {

@@ -115,7 +115,7 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
         Err(message) => return refused(message),
     };
     let node_name = env.get("SLURMD_NODENAME").cloned().unwrap_or_else(|| node.hostname().to_string());
-    let step_gpus = match step_gpus(&env, slurm_sets_step_gpus, &config, &spec, &node_name, log) {
+    let step_gpus = match step_gpus(&env, slurm_sets_step_gpus, &config, &spec, &node, &node_name, log) {
         Ok(gpus) => gpus,
         Err(message) => return refused(message),
     };
@@ -152,12 +152,14 @@ fn request(user_spec: Option<String>, config: Result<Config, String>) -> Result<
         origin,
         message: format!("the plugin's configuration on this node is broken, ask your administrator: {e}"),
     })?;
-    let spec = match (user_spec, &config.default) {
+    let mut spec = match (user_spec, &config.default) {
         (Some(text), _) => Spec::parse(&text)
             .map_err(|e| Step::Refused { origin, message: format!("invalid --map-by-device={text}: {e}") })?,
         (None, Some(default)) => default.clone(),
         (None, None) => return Ok(None),
     };
+    // The admin's `omp` setting, unless the spec says omp=... itself.
+    spec.omp = spec.omp.or(config.omp);
     Ok((!spec.is_none()).then_some((origin, spec, config)))
 }
 
@@ -208,6 +210,7 @@ fn step_gpus(
     slurm_sets_step_gpus: bool,
     config: &Config,
     spec: &Spec,
+    node: &Node,
     node_name: &str,
     log: &mut Log,
 ) -> Result<Option<Vec<u32>>, String> {
@@ -222,7 +225,7 @@ fn step_gpus(
         }
         other => other,
     };
-    match text {
+    let indices = match text {
         None if config.require_step_gpus == Some(true) => {
             if spec.target == Target::Class(DeviceClass::Gpu) {
                 return Err(format!(
@@ -230,15 +233,60 @@ fn step_gpus(
                      --gres=gpu:N or --gpus-per-node=N, or map another device class"
                 ));
             }
-            Ok(Some(Vec::new()))
+            return Ok(Some(Vec::new()));
         }
-        None => Ok(None),
+        None => None,
         Some(v) => match plan::parse_step_gpus(v) {
-            Ok(list) => Ok(Some(list)),
-            Err(e) if spec_may_use_gpus(spec) => Err(e.to_string()),
-            Err(_) => Ok(None),
+            Ok(list) => Some(list),
+            Err(e) if spec_may_use_gpus(spec) => return Err(e.to_string()),
+            Err(_) => None,
         },
+    };
+    if !slurm_sets_step_gpus || !spec_may_use_gpus(spec) {
+        return Ok(indices);
     }
+    visible_gpus(env, node, indices)
+}
+
+/// What Slurm's own `CUDA_VISIBLE_DEVICES`/`ROCR_VISIBLE_DEVICES` for the step adds: GPU UUIDs
+/// (`Flags=env_uuid`) name the step's GPUs without relying on gres.conf's order, and must
+/// agree with `SLURM_STEP_GPUS`; MIG instances cannot be mapped (the plugin names whole GPUs:
+/// their UUID would hide every MIG instance from CUDA), so the mapping is refused and
+/// Slurm's value stays.
+fn visible_gpus(
+    env: &BTreeMap<String, String>,
+    node: &Node,
+    indices: Option<Vec<u32>>,
+) -> Result<Option<Vec<u32>>, String> {
+    for var in ["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"] {
+        let Some(value) = env.get(var) else { continue };
+        match plan::visible_devices(value) {
+            plan::VisibleDevices::Indices => {}
+            plan::VisibleDevices::Mig(_) => {
+                return Err(format!(
+                    "the step's GPUs are MIG instances ({var}={}): map-by-device names whole GPUs, and naming the \
+                     parent GPU would hide every MIG instance from CUDA; keep Slurm's assignment with \
+                     --map-by-device=none, or map another device class",
+                    map_by_device::env::shown(value)
+                ))
+            }
+            plan::VisibleDevices::Uuids(ids) => {
+                let by_uuid = node.gpu_indices_of(&ids).map_err(|id| {
+                    format!("Slurm gave the step GPU {id} ({var}), which this node's topology does not have")
+                })?;
+                let mut sorted = by_uuid.clone();
+                sorted.sort_unstable();
+                if let Some(list) = indices.as_ref().filter(|l| **l != sorted) {
+                    return Err(format!(
+                        "Slurm's {var} names GPUs {sorted:?} in PCI-bus order, but SLURM_STEP_GPUS says {list:?}: \
+                         gres.conf does not list the GPUs in PCI-bus order (ask your administrator)"
+                    ));
+                }
+                return Ok(Some(sorted));
+            }
+        }
+    }
+    Ok(indices)
 }
 
 /// Whether the spec can select GPUs: a GPU class, or a device named by the job (which may
@@ -392,6 +440,17 @@ pub fn gres_gpu_loaded() -> bool {
 }
 
 impl Planned {
+    /// Whether Slurm's own GPU binding of a task (the task's `SLURM_STEP_GPUS`, which Slurm
+    /// rewrites per task when it binds) gives it exactly the GPUs the plan gives it.
+    pub fn agrees_with_slurm(&self, tp: &TaskPlan, task_gpus: Option<&str>) -> bool {
+        let Some(slurms) = task_gpus.and_then(|t| plan::parse_step_gpus(t).ok()) else { return false };
+        let gpus = self.node.class_indexes(DeviceClass::Gpu);
+        let mut mine: Vec<u32> =
+            tp.devices.iter().filter_map(|d| gpus.iter().position(|g| g == d)).map(|p| p as u32).collect();
+        mine.sort_unstable();
+        !mine.is_empty() && mine == slurms
+    }
+
     /// Whether the task's assignment includes a GPU.
     pub fn assigns_gpu(&self, tp: &TaskPlan) -> bool {
         tp.devices.iter().any(|&i| self.node.devices.get(i).is_some_and(|d| d.class == DeviceClass::Gpu))
@@ -657,6 +716,26 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(t0.elapsed().as_secs_f64() < 1.0);
+    }
+
+    #[test]
+    fn slurms_visible_devices_narrow_or_refuse() {
+        let node = Node::new(fixture_topology(), map_by_device::node::NodeOptions::default());
+        let (g0, g1) = ("GPU-2fa8685e-6ae2-c4f4-39df-551ea6a96245", "GPU-1bc1cea7-7fd4-5fb3-299e-bdaf9d7efe54");
+        let visible =
+            |var: &str, value: &str, indices: Option<Vec<u32>>| visible_gpus(&env(&[(var, value)]), &node, indices);
+        // Numeric: SLURM_STEP_GPUS decides.
+        assert_eq!(visible("CUDA_VISIBLE_DEVICES", "0", Some(vec![1])), Ok(Some(vec![1])));
+        // env_uuid: the UUIDs name the GPUs, in PCI order, and agree with SLURM_STEP_GPUS.
+        assert_eq!(visible("CUDA_VISIBLE_DEVICES", &format!("{g1},{g0}"), Some(vec![0, 1])), Ok(Some(vec![0, 1])));
+        assert_eq!(visible("ROCR_VISIBLE_DEVICES", g1, None), Ok(Some(vec![1])));
+        let e = visible("CUDA_VISIBLE_DEVICES", g1, Some(vec![0])).unwrap_err();
+        assert!(e.contains("SLURM_STEP_GPUS says [0]") && e.contains("PCI-bus order"), "{e}");
+        let e = visible("CUDA_VISIBLE_DEVICES", "GPU-00000000-0000-0000-0000-000000000000", Some(vec![0])).unwrap_err();
+        assert!(e.contains("does not have"), "{e}");
+        // MIG: refused, Slurm's value kept, the fix named.
+        let e = visible("CUDA_VISIBLE_DEVICES", "MIG-4b4f7a2c-1f0e-5a3d-9a1b-2c3d4e5f6a7b", Some(vec![0])).unwrap_err();
+        assert!(e.contains("MIG instances") && e.contains("--map-by-device=none"), "{e}");
     }
 
     #[test]

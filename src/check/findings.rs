@@ -104,7 +104,7 @@ pub(super) fn devices(node: &Node, problems: &mut Vec<String>, notes: &mut Vec<S
         .devices
         .iter()
         .map(|d| {
-            let (env, warnings) = match crate::env::task_env(&[d], &BTreeMap::new(), ze, EnvMode::All) {
+            let (env, warnings) = match crate::env::task_env(&[d], &BTreeMap::new(), ze, EnvMode::All, None) {
                 Ok(found) => found,
                 Err(e) => {
                     problems.push(format!("device {}: {e}", crate::env::shown(&d.name)));

@@ -141,6 +141,14 @@ fn settings(out: &mut String, c: &Config) {
             ),
         ),
         ("require_step_gpus", require.into()),
+        (
+            "omp",
+            match c.omp {
+                Some(true) => "true: mapped tasks get OMP_NUM_THREADS/OMP_PLACES/OMP_PROC_BIND unless omp=false",
+                Some(false) | None => "false (default): only specs with omp get OpenMP variables",
+            }
+            .into(),
+        ),
     ];
     for (key, value) in lines {
         let _ = writeln!(out, "    {key:<17} {value}");

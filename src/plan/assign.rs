@@ -9,6 +9,20 @@ use crate::spec::Spec;
 use crate::topology::{ObjKind, Topology};
 use std::collections::HashMap;
 
+/// Devices per task: `ndev=N`, or with `ndev=auto` the devices divided equally among the
+/// tasks (seed 000's "deriving the device count from the resource manager": under a GRES
+/// allocation the list is the step's GPUs). Refused when they do not divide evenly.
+fn group_size(spec: &Spec, facts: &StepFacts, list: &[usize], class: &str, host: &str) -> Result<usize, PlanError> {
+    if !spec.ndev_auto {
+        return Ok(spec.ndev as usize);
+    }
+    let (have, tasks) = (list.len(), facts.ntasks as usize);
+    if tasks == 0 || have % tasks != 0 || have < tasks {
+        return Err(PlanError::NdevAuto { have, class: class.into(), ntasks: facts.ntasks, host: host.into() });
+    }
+    Ok(have / tasks)
+}
+
 /// Each task's devices (indexes into the node's devices), and warnings.
 pub(super) fn tasks(
     spec: &Spec,
@@ -19,24 +33,35 @@ pub(super) fn tasks(
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Vec<usize>>, PlanError> {
     let host = node.hostname().to_string();
-    let ndev = spec.ndev as usize;
+    let ndev = group_size(spec, facts, list, class_word, &host)?;
     if list.len() < ndev {
-        return Err(PlanError::NdevTooLarge { ndev: spec.ndev, class: class_word.into(), have: list.len(), host });
+        return Err(PlanError::NdevTooLarge { ndev: ndev as u32, class: class_word.into(), have: list.len(), host });
     }
-    let groups: Vec<&[usize]> = list.chunks_exact(ndev).collect();
+    // With `compact` the list is in tree order so that each run of `ndev` is local; inside
+    // a group the devices go back to PCI order (device indexes are in PCI order).
+    let groups: Vec<Vec<usize>> = list
+        .chunks_exact(ndev)
+        .map(|g| {
+            let mut g = g.to_vec();
+            if spec.compact {
+                g.sort_unstable();
+            }
+            g
+        })
+        .collect();
     // `ppr=N`: N consecutive tasks per group (PRRTE's ppr:N:device=); without it, one.
     let per = spec.ppr.unwrap_or(1) as usize;
     if !spec.shared && facts.ntasks as usize > groups.len() * per {
         return Err(PlanError::TooManyTasks {
             ntasks: facts.ntasks,
-            ndev: spec.ndev,
+            ndev: ndev as u32,
             ppr: spec.ppr.map(|n| format!(" and ppr={n}")).unwrap_or_default(),
             fix: if spec.ppr.is_some() {
                 "raise ppr= or add :shared to give more tasks one device"
             } else {
                 "add :shared to give several tasks one device (or :ppr=N for N consecutive tasks each)"
             },
-            needed: u64::from(facts.ntasks).div_ceil(per as u64) * u64::from(spec.ndev),
+            needed: u64::from(facts.ntasks).div_ceil(per as u64) * ndev as u64,
             class: class_word.into(),
             have: list.len(),
             host,
@@ -52,7 +77,7 @@ pub(super) fn tasks(
     if spec.closest {
         return closest_assignment(spec, node, facts, list);
     }
-    Ok((0..facts.ntasks as usize).map(|t| groups[(t / per) % groups.len()].to_vec()).collect())
+    Ok((0..facts.ntasks as usize).map(|t| groups[(t / per) % groups.len()].clone()).collect())
 }
 
 /// The deepest tree object (not a NUMA node) whose CPUs include all of `cpus`.

@@ -20,7 +20,7 @@ fn bind_kind(level: BindLevel) -> Option<ObjKind> {
         BindLevel::L3Cache => ObjKind::L3Cache,
         BindLevel::Numa => ObjKind::NumaNode,
         BindLevel::Package => ObjKind::Package,
-        BindLevel::Locality | BindLevel::None => return None,
+        BindLevel::Locality | BindLevel::Split | BindLevel::None => return None,
     })
 }
 
@@ -55,6 +55,10 @@ pub(super) struct Binder<'a> {
     regions: HashMap<Vec<usize>, Region>,
     /// Tasks bound to each fixed region so far, and how many it holds.
     fixed_uses: HashMap<CpuSet, (u32, u32)>,
+    /// `bind=split`: how many tasks share each fixed region (from [`Binder::prepare`]).
+    members: HashMap<CpuSet, u32>,
+    /// What the plan should say about the binding (cores a split leaves to no task).
+    pub(super) warnings: Vec<String>,
 }
 
 /// Where one group of devices may be bound.
@@ -128,7 +132,33 @@ impl<'a> Binder<'a> {
             allowed,
             regions: HashMap::new(),
             fixed_uses: HashMap::new(),
+            members: HashMap::new(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// Before the first task: with `bind=split`, counts the tasks that will share each
+    /// locality, so that each gets its share.
+    pub(super) fn prepare(&mut self, devices: &[Device], assignment: &[Vec<usize>]) -> Result<(), PlanError> {
+        if self.level != BindLevel::Split {
+            return Ok(());
+        }
+        for devs in assignment {
+            if let Region::Fixed(Some(cpus), _) = self.region_of(devices, devs)? {
+                *self.members.entry(cpus).or_insert(0) += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The region of a group of devices, worked out once per group.
+    fn region_of(&mut self, devices: &[Device], devs: &[usize]) -> Result<Region, PlanError> {
+        if let Some(r) = self.regions.get(devs) {
+            return Ok(r.clone());
+        }
+        let r = self.region(devices, devs)?;
+        self.regions.insert(devs.to_vec(), r.clone());
+        Ok(r)
     }
 
     /// Where a task holding `devs` may be bound: a fixed CPU set, or the units to pick from
@@ -168,6 +198,20 @@ impl<'a> Binder<'a> {
         if self.level == BindLevel::Locality {
             return Ok(Region::Fixed(Some(locality.intersection(&self.allowed)), names()));
         }
+        if self.level == BindLevel::Split {
+            // The CPUs next to the task's devices: their own localities, not all of the
+            // ancestor that holds them (seed 001: a finer binding comes from the devices'
+            // own localities, never from a part of the ancestor near neither).
+            let near = union.intersection(&self.allowed);
+            if near.is_empty() {
+                return Err(PlanError::OutsideAllocation {
+                    device: names(),
+                    locality_cpus: union.to_list(),
+                    allowed: self.allowed.to_list(),
+                });
+            }
+            return Ok(Region::Fixed(Some(near), names()));
+        }
         // Finer bindings come from the devices' own localities, in device order.
         let mut taken = vec![false; self.units.len()];
         let mut candidates: Vec<usize> = Vec::new();
@@ -203,14 +247,7 @@ impl<'a> Binder<'a> {
             return Ok(None);
         }
         // Tasks with the same devices have the same region: work it out once per group.
-        let region = match self.regions.get(devs) {
-            Some(r) => r.clone(),
-            None => {
-                let r = self.region(devices, devs)?;
-                self.regions.insert(devs.to_vec(), r.clone());
-                r
-            }
-        };
+        let region = self.region_of(devices, devs)?;
         let (candidates, device, locality) = match region {
             Region::Fixed(None, _) => return Ok(None),
             Region::Fixed(Some(cpus), device) => return self.take_fixed(task, cpus, device),
@@ -252,8 +289,13 @@ impl<'a> Binder<'a> {
     }
 
     /// A task bound to a whole region (its locality, or the level object that is it): the
-    /// region holds as many tasks as it has cores.
+    /// region holds as many tasks as it has cores. With `bind=split` and several tasks on
+    /// the region, the task gets its share instead.
     fn take_fixed(&mut self, task: u32, cpus: CpuSet, device: String) -> Result<Option<CpuSet>, PlanError> {
+        let members = self.members.get(&cpus).copied().unwrap_or(1);
+        if self.level == BindLevel::Split && members > 1 && !self.overload {
+            return self.take_share(cpus, device, members);
+        }
         let (topo, hwtcpus) = (self.topo, self.hwtcpus);
         let (uses, capacity) =
             self.fixed_uses.entry(cpus.clone()).or_insert_with(|| (0, cores_in(topo, &cpus, hwtcpus)));
@@ -269,6 +311,49 @@ impl<'a> Binder<'a> {
         }
         *uses += 1;
         Ok(Some(cpus))
+    }
+}
+
+impl Binder<'_> {
+    /// `bind=split`: the region's cores (threads with `hwtcpus`) that hold the step's CPUs, in
+    /// logical order, cut into `members` equal runs; the k-th task on the region takes run k.
+    /// Cores that do not fill a share are left to no task, and the plan says so.
+    fn take_share(&mut self, cpus: CpuSet, device: String, members: u32) -> Result<Option<CpuSet>, PlanError> {
+        let kind = if self.hwtcpus { ObjKind::Pu } else { ObjKind::Core };
+        let mut cores: Vec<&CpuSet> = self
+            .topo
+            .of_kind(kind)
+            .map(|o| &o.cpuset)
+            // A core holding only some of the step's threads still counts as one.
+            .filter(|c| c.intersects(&cpus))
+            .collect();
+        if cores.is_empty() {
+            cores = vec![&cpus];
+        }
+        let size = cores.len() / members as usize;
+        let unit = if self.hwtcpus { "hardware threads" } else { "cores" };
+        if size == 0 {
+            return Err(PlanError::SplitTooMany {
+                tasks: members,
+                device,
+                unit: counted(unit, cores.len()),
+                have: cores.len(),
+                locality_cpus: cpus.to_list(),
+            });
+        }
+        let (k, _) = self.fixed_uses.entry(cpus.clone()).or_insert((0, members));
+        let share = *k as usize;
+        *k += 1;
+        if share == 0 && cores.len() % members as usize != 0 {
+            let left: CpuSet = cores[size * members as usize..].iter().fold(CpuSet::new(), |a, c| a.union(c));
+            self.warnings.push(format!(
+                "{members} tasks share the locality of {device} ({} {unit}): each gets {size}, and CPUs {left} are \
+                 left to no task",
+                cores.len()
+            ));
+        }
+        let mine = cores[share * size..(share + 1) * size].iter().fold(CpuSet::new(), |a, c| a.union(c));
+        Ok(Some(mine.intersection(&self.allowed)))
     }
 }
 

@@ -57,3 +57,38 @@ pub fn parse_step_gpus(text: &str) -> Result<Vec<u32>, StepGpusError> {
         _ => Ok(set.iter().collect()),
     }
 }
+
+/// What a step's `CUDA_VISIBLE_DEVICES` (or `ROCR_VISIBLE_DEVICES`) says, as Slurm wrote it
+/// where its gres/gpu plugin runs: indices (the usual form), GPU UUIDs (gres.conf
+/// `Flags=env_uuid`, 26.05), or MIG instances (`MIG-<uuid>`, always UUIDs on 26.05).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VisibleDevices {
+    Indices,
+    Uuids(Vec<String>),
+    Mig(Vec<String>),
+}
+
+/// Reads a `*_VISIBLE_DEVICES` value Slurm wrote.
+pub fn visible_devices(text: &str) -> VisibleDevices {
+    let items: Vec<String> = text.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    if items.iter().any(|i| i.to_ascii_uppercase().starts_with("MIG-")) {
+        VisibleDevices::Mig(items)
+    } else if !items.is_empty() && items.iter().all(|i| i.to_ascii_uppercase().starts_with("GPU-")) {
+        VisibleDevices::Uuids(items)
+    } else {
+        VisibleDevices::Indices
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_forms_slurm_writes() {
+        assert_eq!(visible_devices("0,1"), VisibleDevices::Indices);
+        assert_eq!(visible_devices(""), VisibleDevices::Indices);
+        assert_eq!(visible_devices("GPU-aa,GPU-bb"), VisibleDevices::Uuids(vec!["GPU-aa".into(), "GPU-bb".into()]));
+        assert!(matches!(visible_devices("MIG-1234,GPU-bb"), VisibleDevices::Mig(v) if v.len() == 2));
+    }
+}

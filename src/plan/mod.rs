@@ -14,7 +14,9 @@ mod bind;
 mod facts;
 mod order;
 
-pub use facts::{parse_step_gpus, StepFacts, StepGpusError, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT};
+pub use facts::{
+    parse_step_gpus, visible_devices, StepFacts, StepGpusError, VisibleDevices, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
+};
 pub use order::interleave;
 
 use crate::cpuset::CpuSet;
@@ -63,6 +65,8 @@ pub enum PlanError {
         host: String,
         fix: &'static str,
     },
+    #[error("ndev=auto divides the {have} {class} devices of {host} among its {ntasks} tasks, but they do not divide evenly: run a number of tasks that divides {have}, or give ndev=N (the devices left over are then unused)")]
+    NdevAuto { have: usize, class: String, ntasks: u32, host: String },
     #[error("ndev={ndev} asks for more {class} devices per task than the {have} that {host} has to give: lower ndev")]
     NdevTooLarge { ndev: u32, class: String, have: usize, host: String },
     #[error("bind={level} is above the locality of {device} ({locality_cpus}): the {level} holds CPUs {object_cpus}, so the task would not be near its device. Bind to a level inside the locality (e.g. bind=locality or bind=core), or use ndev= so that each task's devices span the {level}")]
@@ -79,6 +83,8 @@ pub enum PlanError {
     InvalidValue { devices: String, source: crate::env::InvalidValue },
     #[error("task {task} asks for {want} {unit}, but the locality of {device} has {have} within the step's CPUs (CPUs {locality_cpus}): ask for fewer (pe=, --cpus-per-task), or give each task more devices (ndev=) so that its locality is larger")]
     PeTooLarge { task: u32, want: String, unit: &'static str, have: usize, device: String, locality_cpus: String },
+    #[error("{tasks} tasks share the locality of {device} (CPUs {locality_cpus}), which has {have} {unit}: each would need a share of its own. Run fewer tasks there, count hardware threads (hwtcpus), or add :overload to let tasks share CPUs")]
+    SplitTooMany { tasks: u32, device: String, unit: &'static str, have: usize, locality_cpus: String },
     #[error("task {task} would share CPUs with another task of the step: the {have} {unit} near {device} (CPUs {locality_cpus}) are all taken by earlier tasks. Run fewer tasks, bind to smaller units (bind=hwthread), or add :overload to let tasks share CPUs")]
     Overloaded { task: u32, unit: &'static str, have: usize, device: String, locality_cpus: String },
 }
@@ -95,12 +101,16 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     if let Some(level) = spec.interleave {
         list = order::interleave(topo, &node.devices, &list, level);
     }
+    if spec.compact {
+        list = order::compact(&node.devices, &list);
+    }
     let assignment = assign::tasks(spec, node, facts, &list, &class_word, &mut plan.warnings)?;
     order::degenerate_warning(node, &list, &class_word, spec, &mut plan.warnings);
 
     let bind = spec.bind_level();
     let allowed = facts.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
     let mut binder = bind::Binder::new(topo, bind, spec, facts, allowed);
+    binder.prepare(&node.devices, &assignment)?;
     if spec.env == EnvMode::PmixOnly {
         plan.warnings.push(
             "env=none: tasks are placed and bound, and told only PMIX_DEVICE_ID: no device-selection variable is \
@@ -109,13 +119,16 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
         );
     }
     let mut env_cache = HashMap::new();
+    let core_of_pu = if spec.omp == Some(true) { topo.core_of_pu() } else { Vec::new() };
+    let mut scratch = Vec::new();
     for (t, devs) in assignment.into_iter().enumerate() {
         let refs: Vec<&Device> = devs.iter().filter_map(|&i| node.devices.get(i)).collect();
         check_identity(&refs, node, spec)?;
         let cpus = binder.bind_task(t as u32, &node.devices, &devs)?;
+        let places = omp_places(spec, &core_of_pu, &mut scratch, cpus.as_ref());
         let (env, warnings) = env_cache
-            .entry(devs.clone())
-            .or_insert_with(|| crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy, spec.env))
+            .entry((devs.clone(), places))
+            .or_insert_with(|| crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy, spec.env, places))
             .clone()
             .map_err(|source| PlanError::InvalidValue {
                 devices: refs.iter().map(|d| crate::env::shown(&d.name)).collect::<Vec<_>>().join(", "),
@@ -129,7 +142,29 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
         }
         plan.tasks.push(TaskPlan { task: t as u32, devices: devs, cpus, env });
     }
+    plan.warnings.append(&mut binder.warnings);
     Ok(plan)
+}
+
+/// With `omp`, the places of a bound task's mask: its cores, or its hardware threads with
+/// `hwtcpus` (a task left unbound has no places to name). `core_of_pu` is the topology's
+/// lookup, `scratch` a buffer reused across tasks.
+fn omp_places(
+    spec: &Spec,
+    core_of_pu: &[Option<u32>],
+    scratch: &mut Vec<u32>,
+    cpus: Option<&CpuSet>,
+) -> Option<crate::env::Places> {
+    let cpus = cpus.filter(|_| spec.omp == Some(true))?;
+    let threads = spec.hwtcpus;
+    scratch.clear();
+    if !threads {
+        scratch.extend(cpus.iter().filter_map(|pu| core_of_pu.get(pu as usize).copied().flatten()));
+        scratch.sort_unstable();
+        scratch.dedup();
+    }
+    let count = if scratch.is_empty() { cpus.len() } else { scratch.len() };
+    Some(crate::env::Places { count, threads })
 }
 
 /// Every GPU of the task must be nameable to its runtime (seed 000: mapping by device and

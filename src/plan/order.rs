@@ -72,6 +72,17 @@ fn group_kind(level: GroupLevel) -> ObjKind {
     }
 }
 
+/// `compact`: the devices in tree order of their localities (parents before children, as
+/// the topology lists its objects), PCI order kept among devices of one locality. Devices
+/// under one package, NUMA domain or cache are then contiguous, so that each task's run of
+/// `ndev` is as local as the topology allows (fewest, deepest common ancestor); the
+/// assignment puts each run back into PCI order.
+pub fn compact(devices: &[Device], list: &[usize]) -> Vec<usize> {
+    let mut out = list.to_vec();
+    out.sort_by_key(|&d| devices[d].locality_obj);
+    out
+}
+
 /// Round-robin over the groups of `level` (in order of first appearance), dropping
 /// exhausted groups. A level that does not partition the devices leaves the order alone.
 pub fn interleave(topo: &Topology, devices: &[Device], list: &[usize], level: GroupLevel) -> Vec<usize> {

@@ -44,8 +44,11 @@ pub enum BindLevel {
     L3Cache,
     Numa,
     Package,
-    /// All CPUs of the task's device locality (the default).
+    /// All CPUs of the task's device locality.
     Locality,
+    /// The locality's cores divided into equal, disjoint whole-core shares among the tasks
+    /// placed on it, in task order (the default; one task alone gets the whole locality).
+    Split,
     /// Leave the CPU mask alone; only set the environment.
     None,
 }
@@ -60,6 +63,14 @@ pub struct Spec {
     pub shared: bool,
     /// `ndev=N`: devices per task (at least 1).
     pub ndev: u32,
+    /// `ndev=auto`: the node's devices (the step's GPUs) divided equally among its tasks;
+    /// the planner works out the count ([`Spec::ndev`] is then 1 until it does).
+    pub ndev_auto: bool,
+    /// `compact`: each task's `ndev` devices as close together in the topology as it allows.
+    pub compact: bool,
+    /// `omp[=true|false]`: write `OMP_NUM_THREADS`, `OMP_PLACES`, `OMP_PROC_BIND` from the
+    /// task's binding; `None`: not said (the admin's `omp` setting decides).
+    pub omp: Option<bool>,
     /// `pe=N`: CPUs per task.
     pub pe: Option<u32>,
     /// `hwtcpus`: `pe` counts hardware threads instead of cores.
@@ -124,34 +135,39 @@ enum Qualifier {
     Interleave,
     Shared,
     Ndev,
+    Compact,
     Ppr,
     Pe,
     Hwtcpus,
     Bind,
     Overload,
     Env,
+    Omp,
     Closest,
     Verbose,
 }
 
-const QUALIFIERS: [(&str, Qualifier); 11] = [
+const QUALIFIERS: [(&str, Qualifier); 13] = [
     ("interleave", Qualifier::Interleave),
     ("shared", Qualifier::Shared),
     ("ndev", Qualifier::Ndev),
+    ("compact", Qualifier::Compact),
     ("ppr", Qualifier::Ppr),
     ("pe", Qualifier::Pe),
     ("hwtcpus", Qualifier::Hwtcpus),
     ("bind", Qualifier::Bind),
     ("overload", Qualifier::Overload),
     ("env", Qualifier::Env),
+    ("omp", Qualifier::Omp),
     ("closest", Qualifier::Closest),
     ("verbose", Qualifier::Verbose),
 ];
 
 /// Short forms that keep the meaning they had before a later word came to share them
 /// (seed 000: a new qualifier must not silently change a working command line): `p` is
-/// still `pe`, although `ppr` starts with it too; `ppr` must be written `pp` or longer.
-const PINNED: [(&str, Qualifier); 1] = [("p", Qualifier::Pe)];
+/// still `pe` (not `ppr`), `c` still `closest` (not `compact`), `o` still `overload` (not
+/// `omp`); the newer words need one more letter.
+const PINNED: [(&str, Qualifier); 3] = [("p", Qualifier::Pe), ("c", Qualifier::Closest), ("o", Qualifier::Overload)];
 
 const ENV_MODES: [(&str, EnvMode); 2] = [("all", EnvMode::All), ("none", EnvMode::PmixOnly)];
 
@@ -169,7 +185,7 @@ const GROUP_LEVELS: [(&str, GroupLevel); 5] = [
     ("l1cache", GroupLevel::L1Cache),
 ];
 
-const BIND_LEVELS: [(&str, BindLevel); 9] = [
+const BIND_LEVELS: [(&str, BindLevel); 10] = [
     ("hwthread", BindLevel::HwThread),
     ("core", BindLevel::Core),
     ("l1cache", BindLevel::L1Cache),
@@ -178,6 +194,7 @@ const BIND_LEVELS: [(&str, BindLevel); 9] = [
     ("numa", BindLevel::Numa),
     ("package", BindLevel::Package),
     ("locality", BindLevel::Locality),
+    ("split", BindLevel::Split),
     ("none", BindLevel::None),
 ];
 
@@ -252,6 +269,9 @@ impl Spec {
             ppr: None,
             overload: false,
             env: EnvMode::All,
+            ndev_auto: false,
+            compact: false,
+            omp: None,
         }
     }
 
@@ -306,7 +326,8 @@ impl Spec {
                 Ok(())
             }
         };
-        let number = || positive(name, value.ok_or(SpecError::MissingValue { name, hint: "N" })?);
+        let hint = if qualifier == Qualifier::Ndev { "N|auto" } else { "N" };
+        let number = || positive(name, value.ok_or(SpecError::MissingValue { name, hint })?);
         match qualifier {
             Qualifier::Interleave => {
                 self.interleave = Some(match value {
@@ -321,6 +342,7 @@ impl Spec {
                     Some(v) => by_prefix("shared", v, &[("true", true), ("false", false)])?,
                 }
             }
+            Qualifier::Ndev if value.is_some_and(|v| v.eq_ignore_ascii_case("auto")) => self.ndev_auto = true,
             Qualifier::Ndev => self.ndev = number()?,
             Qualifier::Ppr => self.ppr = Some(number()?),
             Qualifier::Pe => self.pe = Some(number()?),
@@ -332,6 +354,13 @@ impl Spec {
                 let v = value.ok_or(SpecError::MissingValue { name, hint: "all|none" })?;
                 self.env = by_prefix("env", v, &ENV_MODES)?;
             }
+            Qualifier::Omp => {
+                self.omp = Some(match value {
+                    None => true,
+                    Some(v) => by_prefix("omp", v, &[("true", true), ("false", false)])?,
+                })
+            }
+            Qualifier::Compact => flag(&mut self.compact)?,
             Qualifier::Hwtcpus => flag(&mut self.hwtcpus)?,
             Qualifier::Overload => flag(&mut self.overload)?,
             Qualifier::Closest => flag(&mut self.closest)?,
@@ -366,13 +395,21 @@ impl Spec {
                              drop ppr= or drop closest",
                 });
             }
-            if spec.ndev > 1 {
+            if spec.ndev > 1 || spec.ndev_auto {
                 return Err(SpecError::Conflict {
                     first: "closest",
                     second: "ndev",
                     reason: "closest picks the one device nearest to each task; drop ndev= or drop closest",
                 });
             }
+        }
+        if spec.compact && spec.interleave.is_some() {
+            return Err(SpecError::Conflict {
+                first: "compact",
+                second: "interleave",
+                reason: "compact keeps each task's devices together, interleave spreads consecutive ones apart; \
+                         drop one of them",
+            });
         }
         if spec.pe.is_some() && spec.bind == Some(BindLevel::None) {
             return Err(SpecError::Conflict {
@@ -393,7 +430,7 @@ impl Spec {
             (None, true, _) => BindLevel::None,
             (None, false, _) if self.hwtcpus => BindLevel::HwThread,
             (None, false, Some(_)) => BindLevel::Core,
-            (None, false, None) => BindLevel::Locality,
+            (None, false, None) => BindLevel::Split,
         }
     }
 
@@ -432,8 +469,13 @@ impl fmt::Display for Spec {
         if self.shared {
             f.write_str(":shared")?;
         }
-        if self.ndev != 1 {
+        if self.ndev_auto {
+            f.write_str(":ndev=auto")?;
+        } else if self.ndev != 1 {
             write!(f, ":ndev={}", self.ndev)?;
+        }
+        if self.compact {
+            f.write_str(":compact")?;
         }
         if let Some(n) = self.ppr {
             write!(f, ":ppr={n}")?;
@@ -452,6 +494,9 @@ impl fmt::Display for Spec {
         }
         if self.env == EnvMode::PmixOnly {
             f.write_str(":env=none")?;
+        }
+        if let Some(omp) = self.omp {
+            f.write_str(if omp { ":omp" } else { ":omp=false" })?;
         }
         if self.closest {
             f.write_str(":closest")?;
@@ -531,7 +576,7 @@ mod tests {
             ("gpu:shared=maybe", "\"maybe\""),
             ("gpu:verbose=1", "verbose=1"),
             ("gpu:closest=yes", "closest=yes"),
-            ("gpu:ndev", "ndev=<N>"),
+            ("gpu:ndev", "ndev=<N|auto>"),
             ("gpu:ndev=0", "\"0\""),
             ("gpu:ndev=-1", "\"-1\""),
             ("gpu:pe=x", "\"x\""),
@@ -552,7 +597,8 @@ mod tests {
 
     #[test]
     fn bind_defaults() {
-        assert_eq!(ok("gpu").bind_level(), BindLevel::Locality);
+        assert_eq!(ok("gpu").bind_level(), BindLevel::Split);
+        assert_eq!(ok("gpu:bind=locality").bind_level(), BindLevel::Locality);
         assert_eq!(ok("gpu:pe=2").bind_level(), BindLevel::Core);
         assert_eq!(ok("gpu:pe=2:hwtcpus").bind_level(), BindLevel::HwThread);
         assert_eq!(ok("gpu:hwtcpus").bind_level(), BindLevel::HwThread);
@@ -572,6 +618,19 @@ mod tests {
         assert_eq!(ok(&format!("{fab}:pe=2")).target, Target::Name(fab.into()));
         assert_eq!(ok("ipv4://00:11:22:33:44:55").target, Target::Name("ipv4://00:11:22:33:44:55".into()));
         assert!(err("gpu://turin-h200").to_string().contains("gpu://HOST::NAME"));
+    }
+
+    #[test]
+    fn ndev_auto_compact_omp_and_split() {
+        let s = ok("gpu:ndev=auto:compact:omp:bind=split");
+        assert!(s.ndev_auto && s.compact && s.omp == Some(true) && s.bind == Some(BindLevel::Split));
+        assert_eq!(ok("gpu:omp=false").omp, Some(false));
+        assert_eq!(ok("gpu").omp, None);
+        assert!(err("gpu:ndev").to_string().contains("ndev=<N|auto>"));
+        assert!(err("gpu:compact:interleave").to_string().contains("compact and interleave"));
+        assert!(err("gpu:ndev=auto:closest").to_string().contains("closest and ndev"));
+        // Pinned: c is closest, o is overload; the newer words take two letters.
+        assert!(ok("gpu:c").closest && ok("gpu:co").compact && ok("gpu:o").overload && ok("gpu:om").omp == Some(true));
     }
 
     #[test]
@@ -595,6 +654,8 @@ mod tests {
             "gpu",
             "network:interleave=numa:shared:ndev=2:pe=4:hwtcpus:bind=l3cache:verbose",
             "gpu:ndev=2:ppr=3:bind=core:overload:env=none",
+            "gpu:ndev=auto:compact:bind=split:omp",
+            "gpu:omp=false",
             "gpu://node07::nvml0:verbose",
             "0000:06:00.0:shared",
             "mlx5_0:closest",

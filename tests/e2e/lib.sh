@@ -111,7 +111,11 @@ e2e_init() {
     chmod 755 "$E2E_DIR"/{etc,munge,lib,topologies}
     chmod 1777 "$E2E_DIR/work"
     E2E_TOPO=$E2E_DIR/topologies
-    cp "$E2E_ROOT"/topologies/*.xml "$E2E_ROOT"/tests/e2e/fixtures/*.xml "$E2E_TOPO"/ && chmod 644 "$E2E_TOPO"/*.xml || return 1
+    cp "$E2E_ROOT"/topologies/*.xml "$E2E_TOPO"/ || return 1
+    if compgen -G "$E2E_ROOT/tests/e2e/fixtures/*.xml" >/dev/null; then
+        cp "$E2E_ROOT"/tests/e2e/fixtures/*.xml "$E2E_TOPO"/ || return 1
+    fi
+    chmod 644 "$E2E_TOPO"/*.xml
     mungekey --create --keyfile="$E2E_DIR/munge/munge.key" >/dev/null 2>&1 ||
         dd if=/dev/urandom of="$E2E_DIR/munge/munge.key" bs=1024 count=1 status=none
     chmod 600 "$E2E_DIR/munge/munge.key"

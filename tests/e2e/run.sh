@@ -236,6 +236,29 @@ c_ppr() {
     expect_rc 1 && expect_err "5 tasks with ndev=1 and ppr=2 need 3 gpu devices"
 }
 
+c_split_omp() {
+    local one=$E2E_TOPO/e2e-1socket-2gpu.xml u
+    mapfile -t u < <(grep -o 'name="NVIDIAUUID" value="[^"]*"' "$one" | sed 's/.*value="//;s/"$//')
+    set_plugstack "topology=$one"
+    # Both GPUs hang off the one package (CPUs 0-1): by default (bind=split) each task gets
+    # its own core of it; bind=locality gives both tasks the whole package.
+    probe -n 2 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(line 0 0 "${u[0]}" - -; line 1 1 "${u[1]}" - -)" || return 1
+    probe -n 2 --map-by-device=gpu:bind=locality
+    expect_rc 0 && expect_out "$(line 0 0-1 "${u[0]}" - -; line 1 0-1 "${u[1]}" - -)" || return 1
+    # omp: OpenMP told each task's binding (one core); a job's own OMP_NUM_THREADS is kept.
+    local omp='echo "task=$SLURM_LOCALID $OMP_NUM_THREADS $OMP_PLACES $OMP_PROC_BIND"'
+    run srun -n 2 --map-by-device=gpu:omp bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 1 cores spread\ntask=1 1 cores spread')" || return 1
+    run env OMP_NUM_THREADS=7 srun -n 2 --map-by-device=gpu:omp bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 7 cores spread\ntask=1 7 cores spread')" || return 1
+    # Three tasks on two cores: refused with the fix, before any task starts.
+    probe -n 3 --overcommit --map-by-device=gpu:shared
+    expect_rc 1 && expect_err "3 tasks share the locality of cuda0 (CPUs 0" && expect_err ":overload"
+}
+
 c_default_applies() {
     set_plugstack "topology=$FIX default=gpu"
     probe -n 2
@@ -282,7 +305,10 @@ EOF
     rm -f "$out"
     run sbatch --wait "$script"
     expect_rc 0 || return 1
-    OUT=$(<"$out")
+    # When the first step's CPUs are not yet released, srun says it waits and then that the
+    # step was created ("step creation temporarily disabled" ... "Step created"): Slurm's
+    # own progress lines on the batch output, not the plugin's.
+    OUT=$(grep -v -e '^srun: Job [0-9]* step creation temporarily disabled' -e '^srun: Step created for job' "$out")
     # The batch script itself is not a task: it is not bound and gets no variables, so
     # nothing leaks into the later steps.
     expect_out "$(
@@ -581,11 +607,48 @@ c_gres_one_gpu_two_tasks() {
     # With shared, both tasks get the step's one GPU; next to it is one core, which holds one
     # task: the second is refused unless the job says it may share CPUs (overload).
     gres_probe -n 2 --gres=gpu:1 --map-by-device=gpu:shared
-    expect_rc 1 && expect_err "task 1 would share CPUs with another task of the step: the 1 core near renderD128" ||
-        return 1
+    expect_rc 1 && expect_err "2 tasks share the locality of renderD128 (CPUs 0), which has 1 core" || return 1
     gres_probe -n 2 --gres=gpu:1 --map-by-device=gpu:shared:overload
     expect_rc 0 && inside_step &&
         expect_out "$(gline 0 0 0-1 0 "${GRES_UUID[0]}"; gline 1 0 0-1 0 "${GRES_UUID[0]}")"
+}
+
+# fake_env_plugstack "NAME=VALUE..." "ARGS...": a test plugin first, which sets those variables
+# in the step's environment as Slurm 26.05's gres/gpu writes them for MIG instances and for
+# gres.conf Flags=env_uuid (tests/e2e/fixtures/fake_gpu_env.c), then this plugin with ARGS.
+fake_env_plugstack() {
+    printf 'required %s %s\nrequired %s %s\n' "$FAKE_PLUGIN" "$1" "$E2E_PLUGIN" "$2" >"$E2E_DIR/etc/plugstack.conf.new"
+    chmod 644 "$E2E_DIR/etc/plugstack.conf.new"
+    mv -f "$E2E_DIR/etc/plugstack.conf.new" "$E2E_DIR/etc/plugstack.conf"
+}
+
+c_gres_mig() {
+    local mig=MIG-4f1a5e7c-1b3e-5f0e-9a5d-2c7e0b8d6a11
+    fake_env_plugstack "CUDA_VISIBLE_DEVICES=$mig" "topology=$FIX_DRM config=$GRES_CONF"
+    # The step's GPU is a MIG instance: a GPU mapping would hide it behind its parent's UUID.
+    gres_probe -n 1 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 1 && expect_err "the step's GPUs are MIG instances (CUDA_VISIBLE_DEVICES=\"$mig\")" || return 1
+    node_idle || return 1
+    # Slurm's assignment stays: unmapped, the task keeps the MIG instance.
+    gres_probe -n 1 --gres=gpu:1 --map-by-device=none
+    expect_rc 0 && expect_out "$(gline 0 0 0 0 "$mig")" || return 1
+    # An admin default steps aside the same way.
+    fake_env_plugstack "CUDA_VISIBLE_DEVICES=$mig" "topology=$FIX_DRM config=$GRES_CONF default=gpu"
+    gres_probe -n 1 --gres=gpu:1
+    expect_rc 0 && expect_out "$(gline 0 0 0 0 "$mig")"
+}
+
+c_gres_env_uuid() {
+    # gres.conf Flags=env_uuid: Slurm names the step's GPU by UUID. It must be the GPU that
+    # SLURM_STEP_GPUS names (index 0 here: GRES_UUID[0]); then the plugin maps it.
+    fake_env_plugstack "CUDA_VISIBLE_DEVICES=${GRES_UUID[0]}" "topology=$FIX_DRM config=$GRES_CONF"
+    gres_probe -n 1 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(gline 0 0 0 0 "${GRES_UUID[0]}")" || return 1
+    # A UUID that disagrees with SLURM_STEP_GPUS: gres.conf is not in PCI order; refused.
+    fake_env_plugstack "CUDA_VISIBLE_DEVICES=${GRES_UUID[1]}" "topology=$FIX_DRM config=$GRES_CONF"
+    gres_probe -n 1 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 1 && expect_err "names GPUs [1] in PCI-bus order, but SLURM_STEP_GPUS says [0]" || return 1
+    node_idle
 }
 
 c_gres_gpu_bind() {
@@ -595,9 +658,19 @@ c_gres_gpu_bind() {
     expect_rc 1 && expect_err "cannot be combined with Slurm's GPU binding (SLURMD_TRES_BIND=gpu:closest" &&
         expect_err "$fix" || return 1
     [[ $(grep -c "cannot be combined" <<<"$ERR") == 1 ]] || { echo "refusal not reported exactly once"; show; return 1; }
-    # Implied by --gpus-per-task.
+    # --gpus-per-task=N: Slurm gives task k the step's GPUs kN..kN+N-1 itself. A plan that
+    # gives each task the same GPUs maps (ndev=auto divides them that way); one that does
+    # not is refused.
     gres_probe -n 2 --gpus-per-task=1 --map-by-device=gpu
-    expect_rc 1 && expect_err "SLURMD_TRES_BIND=gpu:per_task:1" || return 1
+    expect_rc 0 && inside_step &&
+        expect_out "$(gline 0 0 0-1 0 "${GRES_UUID[0]}"; gline 1 1 0-1 1 "${GRES_UUID[1]}")" || return 1
+    gres_probe -n 2 --gpus-per-task=1 --map-by-device=gpu:ndev=auto
+    expect_rc 0 && inside_step &&
+        expect_out "$(gline 0 0 0-1 0 "${GRES_UUID[0]}"; gline 1 1 0-1 1 "${GRES_UUID[1]}")" || return 1
+    gres_probe -n 1 -c 2 --gpus-per-task=2 --map-by-device=gpu:ndev=auto
+    expect_rc 0 && expect_out "$(gline 0 0-1 0-1 0,1 "${GRES_UUID[0]},${GRES_UUID[1]}")" || return 1
+    gres_probe -n 2 --gpus-per-task=1 --map-by-device=65:00.0:shared:overload
+    expect_rc 1 && expect_err "per_task:1" && expect_err "$fix" || return 1
     # --gpu-bind=none: no Slurm binding, the plugin maps (Slurm unset the step's GPU list in
     # the tasks, the plugin names each task's GPU).
     gres_probe -n 2 --gres=gpu:2 --gpu-bind=none --map-by-device=gpu
@@ -1039,6 +1112,7 @@ AFFINITY_CASES=(
     "a device named by its PMIx id or PCI bus id (ids with ':'), with qualifiers after it|c_ids_with_colons"
     "shared never stacks tasks on one core unless :overload|c_overload_refused"
     "ppr=2: consecutive tasks per GPU|c_ppr"
+    "bind=split: two GPUs on one package get a core each; omp tells OpenMP, keeps the job's value|c_split_omp"
     "plugstack default= applies when the job gives no spec|c_default_applies"
     "--map-by-device=none turns the default off|c_default_none"
     "a job's spec overrides the default|c_default_overridden"
@@ -1078,6 +1152,8 @@ GRES_CASES=(
     "gres: --gres=gpu:1 -n 2 is refused without shared, shared needs overload on one core|c_gres_one_gpu_two_tasks"
     "gres: --gpu-bind refuses a GPU mapping (once); none, one task, network are fine|c_gres_gpu_bind"
     "gres: the admin default steps aside for --gpu-bind|c_gres_gpu_bind_default"
+    "gres: MIG instances (Slurm 26.05's MIG-<uuid>) are refused, never replaced; Slurm's value stays|c_gres_mig"
+    "gres: env_uuid (Slurm names the step's GPUs by UUID) maps, and must agree with SLURM_STEP_GPUS|c_gres_env_uuid"
     "gres: a step without GPUs: all GPUs, or refused with require_step_gpus|c_gres_no_gpus_requested"
 )
 
@@ -1207,6 +1283,8 @@ echo "task=$SLURM_LOCALID cpus=$(grep Cpus_allowed_list /proc/self/status | cut 
 exit 0
 EOF
     chmod 755 "$GPROBE"
+    FAKE_PLUGIN=$E2E_DIR/lib/fake_gpu_env.so
+    gcc -shared -fPIC -Wall -o "$FAKE_PLUGIN" "$HERE/fixtures/fake_gpu_env.c" || abort "building the test plugin fake_gpu_env.so"
     GRES_CONF=$E2E_DIR/etc/gres-plugin.toml
     printf 'proc_root = "%s"\n' "$GRES_PROC" >"$GRES_CONF"
     chmod 644 "$GRES_CONF"

@@ -1000,6 +1000,25 @@ def fx_e2e_2gpu_drm():
     return _e2e("e2e-2gpu-drm", False)
 
 
+def fx_e2e_1socket_2gpu():
+    """coral-lassen in miniature, on this machine's CPUs 0-1: one package with two cores, and
+    both GPUs and both HCAs attached to the package, so that their locality is the package and
+    two tasks on two GPUs share it (bind=split gives each its own core)."""
+    fx = "e2e-1socket-2gpu"
+    g4 = link_speed(4, 16)
+    bridges = []
+    for i, (gbus, hbus, ofa, net) in enumerate([("0000:17:00.0", "0000:18:00.0", "mlx5_0", "ib0"),
+                                                 ("0000:65:00.0", "0000:66:00.0", "mlx5_1", "ib1")]):
+        gpu = nvidia_gpu(fx, gbus, "a100pcie", index=i, drm=(i + 1, 128 + i, False), speed=g4)
+        hca = mlx_ib_hca(hbus, net, ofa, "9c:63:c0:4d:21:%02x" % (0x30 + i), "0x%x" % (0x41 + i),
+                         ids=(0x101B, 0x15B3, 0x0007), device_name="MT28908 Family [ConnectX-6]",
+                         speed=g4)
+        bridges.append(hostbridge([root_port_for(gpu, "%s:01.0" % sub_bus(gbus, -1), INTEL_ROOT_PORT),
+                                   root_port_for(hca, "%s:02.0" % sub_bus(gbus, -1), INTEL_ROOT_PORT)]))
+    pkg = package(0, CPU_GENERIC, [numa(0, 32 * GIB), core(0, [0], 0), core(1, [1], 1)] + bridges)
+    return Topology(fx, machine(fx, [pkg]))
+
+
 def fx_synthetic_64gpu():
     fx = "synthetic-64gpu"
     g5 = link_speed(5, 16)
@@ -1024,7 +1043,7 @@ def fx_synthetic_64gpu():
 
 FIXTURES = [fx_turin_h200, fx_uneven_3plus1, fx_degenerate_one_complex, fx_degenerate_machine,
             fx_amd_mi250x, fx_intel_pvc, fx_omnipath, fx_no_gpu, fx_drm_only, fx_e2e_2gpu,
-            fx_e2e_2gpu_drm, fx_synthetic_64gpu]
+            fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_synthetic_64gpu]
 
 
 # ---------------------------------------------------------------------------------------
