@@ -90,7 +90,7 @@ pub enum ConfigError {
         origin: String,
         text: String,
         #[source]
-        source: SpecError,
+        source: Box<SpecError>,
     },
     #[error("{key} path {path:?} in {origin} is not absolute: give a full path such as {example}")]
     RelativePath { origin: String, key: &'static str, path: PathBuf, example: &'static str },
@@ -286,7 +286,11 @@ impl Config {
 }
 
 fn checked_default(text: String, origin: &str) -> Result<Spec, ConfigError> {
-    Spec::parse(&text).map_err(|source| ConfigError::BadDefault { origin: origin.to_string(), text, source })
+    Spec::parse(&text).map_err(|source| ConfigError::BadDefault {
+        origin: origin.to_string(),
+        text,
+        source: Box::new(source),
+    })
 }
 
 fn absolute(key: &'static str, path: PathBuf, origin: &str, example: &'static str) -> Result<PathBuf, ConfigError> {

@@ -261,11 +261,51 @@ fn refusals_exit_2_with_one_error_line_and_no_stdout() {
 
 #[test]
 fn usage_errors_exit_2() {
-    for args in [vec!["plan", "gpu"], vec!["frobnicate"], vec!["check", "--no-such-flag"]] {
-        let o = run(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(o.stdout.is_empty(), "{args:?}");
+    for (args, needle) in [
+        (vec!["plan", "gpu"], "--ntasks <N>; usage: map-by-device plan"),
+        (vec!["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+        (vec!["check", "--no-such-flag"], "'--no-such-flag'"),
+    ] {
+        // One line, as every refusal: the error, the usage, where to read more.
+        let err = refused(&args);
+        assert!(err.contains(needle) && err.contains("see --help"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn refusals_name_the_next_keystroke() {
+    let turin = topo("turin-h200.xml");
+    for (spec, hint) in [
+        ("gpu:ndev2", "(did you mean ndev=2?)"),
+        ("gpu:shard", "(did you mean shared?)"),
+        ("gpu:bind=cores", "(did you mean core?)"),
+        ("gpus", "; did you mean gpu?"),
+        ("mlx6_0", "; did you mean mlx5_0?"),
+        ("gpu,shared", "write them with ':' (gpu:shared)"),
+    ] {
+        let err = refused(&["plan", "--topology", &turin, "-n", "1", spec]);
+        assert!(err.contains(hint), "{spec}: {err}");
+    }
+    // A name that matches nothing lists the class words and the node's devices.
+    let err = refused(&["plan", "--topology", &turin, "-n", "1", "bogus"]);
+    assert!(err.contains("classes: gpu, network, nic, fabric, openfabrics, block; devices here: cuda0"), "{err}");
+    // socket is package.
+    assert_eq!(
+        ok(&["plan", "--topology", &turin, "-n", "2", "gpu:ndev=2:bind=socket"]),
+        ok(&["plan", "--topology", &turin, "-n", "2", "gpu:ndev=2:bind=package"])
+    );
+    // devices --class with a name that is no device: the same refusal, not an empty table.
+    let err = refused(&["devices", "--topology", &turin, "--class", "gpus"]);
+    assert!(err.contains("did you mean gpu?"), "{err}");
+    // Every GPU that cannot be named is listed, not only the first.
+    let err = refused(&["plan", "--topology", &topo("drm-only.xml"), "-n", "2", "gpu"]);
+    assert!(
+        err.contains("renderD128 at 0000:17:00.0") && err.contains("holds for renderD129 at 0000:ca:00.0"),
+        "{err}"
+    );
+    // plan --help carries the grammar in short.
+    let help = ok(&["plan", "--help"]);
+    assert!(help.contains("SPEC: TARGET[:QUALIFIER[=VALUE]]...") && help.contains("map-by-device(8)"), "{help}");
 }
 
 // --- check ------------------------------------------------------------------------------

@@ -48,6 +48,19 @@ enum CliError {
     WriteSvg { path: PathBuf, source: std::io::Error },
 }
 
+/// The spec in short, under `plan --help`; map-by-device(8) has it in full.
+const SPEC_HELP: &str = "\
+SPEC: TARGET[:QUALIFIER[=VALUE]]...
+  TARGET     gpu, network (nic, fabric, openfabrics), block, none, or one device by name,
+             UUID, PCI bus id or PMIx id (mlx5_0, GPU-46f7..., 0000:06:00.0, gpu://host::nvml2)
+  QUALIFIERS interleave[=LEVEL] shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL
+             overload env=all|none omp closest verbose
+  bind=      split (default), locality, hwthread, core, l1cache, l2cache, l3cache, numa,
+             package (socket), none
+  Words may be shortened to a unique prefix; ':' separates qualifiers, ',' does not.
+  Examples: gpu   gpu:interleave:bind=core   gpu:ndev=auto:omp   nic:shared
+  See map-by-device(8) for every rule, and the user guide for real plans.";
+
 #[derive(Parser)]
 #[command(
     name = "map-by-device",
@@ -76,6 +89,7 @@ enum Command {
         svg: Option<PathBuf>,
     },
     /// Show the plan for one step on this node: each task's devices, CPUs and variables.
+    #[command(after_help = SPEC_HELP)]
     Plan(PlanArgs),
     /// Tell whether this node is ready for the plugin (exit status 0 ready, 1 not ready).
     ///
@@ -475,6 +489,10 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
         Command::Devices { source, class, json, svg } => {
             let node = node_from(&source)?;
             let filter = class.as_deref().map(Spec::parse).transpose()?.map(|s| s.target);
+            // A name that is no device here is a mistake to name, not an empty table.
+            if let Some(Target::Name(n)) = &filter {
+                map_by_device::plan::named_device(&node, n)?;
+            }
             let devices: Vec<&Device> = node
                 .devices
                 .iter()
@@ -517,8 +535,39 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
     }
 }
 
+/// clap's multi-line usage error as the one line the man page promises: the error, then
+/// the usage, then the hint.
+fn one_line(rendered: &str) -> String {
+    let mut out = String::new();
+    for line in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        if let Some(usage) = line.strip_prefix("Usage: ") {
+            out.push_str(&format!("; usage: {usage}"));
+        } else if line.starts_with("For more information") {
+            out.push_str("; see --help");
+        } else if out.is_empty() {
+            out.push_str(line);
+        } else {
+            out.push(' ');
+            out.push_str(line);
+        }
+    }
+    out
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version: what was asked for, on stdout.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("map-by-device: error: {}", one_line(&e.render().to_string()));
+            return ExitCode::from(2);
+        }
+    };
     match run(cli) {
         Ok((text, ok)) => {
             let _ = std::io::stdout().write_all(text.as_bytes());

@@ -17,7 +17,7 @@ mod order;
 pub use facts::{
     parse_step_gpus, visible_devices, StepFacts, StepGpusError, VisibleDevices, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
 };
-pub use order::interleave;
+pub use order::{interleave, named_device};
 
 use crate::cpuset::CpuSet;
 use crate::device::{Device, DeviceClass, GpuIdentity, Vendor};
@@ -50,10 +50,13 @@ pub struct Plan {
 pub enum PlanError {
     #[error("node {host} has no {class} devices: run on a node that has them, or use --map-by-device=none")]
     NoDevices { class: DeviceClass, host: String },
-    #[error("node {host} has no device named {name:?}{hint} (devices here: {known})")]
-    UnknownDevice { name: String, host: String, known: String, hint: &'static str },
+    /// `hint`: "" or "; did you mean gpu?" or the comma rule with the spec rewritten;
+    /// `known`: the class words and the node's device names.
+    #[error("node {host} has no device named {name:?}{hint} ({known})")]
+    UnknownDevice { name: String, host: String, known: String, hint: String },
+    /// `fix` ends with the other GPUs of the plan that are refused too, if any.
     #[error("GPU {device} at {busid} on {host} cannot be named to its runtime: {problem}. Without an identity every task would silently use the same GPU; {fix}")]
-    NoIdentity { device: String, busid: String, host: String, problem: String, fix: &'static str },
+    NoIdentity { device: String, busid: String, host: String, problem: String, fix: String },
     #[error("{ntasks} tasks with ndev={ndev}{ppr} need {needed} {class} devices, but {host} has {have} to give: {fix}, or run fewer tasks")]
     TooManyTasks {
         ntasks: u32,
@@ -71,7 +74,7 @@ pub enum PlanError {
     NdevTooLarge { ndev: u32, class: String, have: usize, host: String },
     #[error("bind={level} is above the locality of {device} ({locality_cpus}): the {level} holds CPUs {object_cpus}, so the task would not be near its device. Bind to a level inside the locality (e.g. bind=locality or bind=core), or use ndev= so that each task's devices span the {level}")]
     BindAboveLocality { level: BindLevel, device: String, locality_cpus: String, object_cpus: String },
-    #[error("{device} is local to CPUs {locality_cpus}, none of which are allocated to this step (allowed CPUs: {allowed}): ask Slurm for CPUs near it, or use bind=none")]
+    #[error("{device} is local to CPUs {locality_cpus}, none of which are allocated to this step (allowed CPUs: {allowed}): ask Slurm for CPUs near it (--exclusive for the whole node, or --gres-flags=enforce-binding so that GPUs come with the cores gres.conf gives them), or use bind=none")]
     OutsideAllocation { device: String, locality_cpus: String, allowed: String },
     #[error("no {level} object lies within the locality of {device} ({locality_cpus}) and the step's CPUs ({allowed}): choose a finer bind level")]
     NoBindObject { level: BindLevel, device: String, locality_cpus: String, allowed: String },
@@ -109,6 +112,7 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
 
     let bind = spec.bind_level();
     let allowed = facts.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
+    check_identities(&assignment, node, spec)?;
     let mut binder = bind::Binder::new(topo, bind, spec, facts, allowed);
     binder.prepare(&node.devices, &assignment)?;
     if spec.env == EnvMode::PmixOnly {
@@ -123,7 +127,6 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     let mut scratch = Vec::new();
     for (t, devs) in assignment.into_iter().enumerate() {
         let refs: Vec<&Device> = devs.iter().filter_map(|&i| node.devices.get(i)).collect();
-        check_identity(&refs, node, spec)?;
         let cpus = binder.bind_task(t as u32, &node.devices, &devs)?;
         let places = omp_places(spec, &core_of_pu, &mut scratch, cpus.as_ref());
         let (env, warnings) = env_cache
@@ -167,23 +170,50 @@ fn omp_places(
     Some(crate::env::Places { count, threads })
 }
 
-/// Every GPU of the task must be nameable to its runtime (seed 000: mapping by device and
-/// then declining to act on it is indistinguishable from a working run): a vendor identity,
-/// and for Level Zero ordinals the hierarchy model they were recorded under. `env=none`
-/// (placement only, said by the job) is the one exception.
-fn check_identity(devs: &[&Device], node: &Node, spec: &Spec) -> Result<(), PlanError> {
+/// Every GPU the plan hands out must be nameable to its runtime (seed 000: mapping by device
+/// and then declining to act on it is indistinguishable from a working run): a vendor
+/// identity, and for Level Zero ordinals the hierarchy model they were recorded under.
+/// `env=none` (placement only, said by the job) is the one exception. The refusal names the
+/// first such GPU in full and every other one after it, so that one fix covers them all.
+fn check_identities(assignment: &[Vec<usize>], node: &Node, spec: &Spec) -> Result<(), PlanError> {
     if spec.env == EnvMode::PmixOnly {
         return Ok(());
     }
+    let mut seen = vec![false; node.devices.len()];
+    let mut refusals = Vec::new();
+    for &d in assignment.iter().flatten() {
+        if let (Some(dev), Some(false)) = (node.devices.get(d), seen.get(d).copied()) {
+            seen[d] = true;
+            if let Err(e) = check_identity(dev, node) {
+                refusals.push((dev, e));
+            }
+        }
+    }
+    let mut refusals = refusals.into_iter();
+    match refusals.next() {
+        None => Ok(()),
+        Some((_, PlanError::NoIdentity { device, busid, host, problem, mut fix })) => {
+            let others: Vec<String> = refusals.map(|(d, _)| format!("{} at {}", d.name, d.busid_text())).collect();
+            if !others.is_empty() {
+                fix.push_str(&format!(" (the same refusal holds for {})", others.join(", ")));
+            }
+            Err(PlanError::NoIdentity { device, busid, host, problem, fix })
+        }
+        Some((_, other)) => Err(other),
+    }
+}
+
+/// One GPU's part of [`check_identities`].
+fn check_identity(d: &Device, node: &Node) -> Result<(), PlanError> {
     let unknown_model = node.options.ze_hierarchy.is_none();
     let refused = |d: &Device, problem: String, fix: &'static str| PlanError::NoIdentity {
         device: d.name.clone(),
         busid: d.busid_text(),
         host: node.hostname().into(),
         problem,
-        fix,
+        fix: fix.to_string(),
     };
-    for d in devs.iter().filter(|d| d.class == DeviceClass::Gpu) {
+    if d.class == DeviceClass::Gpu {
         match d.gpu_id() {
             None => {
                 let problem = d.identity_problem().map(str::to_string).unwrap_or_else(|| "no vendor identity".into());

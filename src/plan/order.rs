@@ -24,22 +24,7 @@ pub(super) fn device_list(
             }
             (list, class.to_string())
         }
-        Target::Name(name) => match node.devices.iter().position(|d| d.answers_to(name)) {
-            Some(i) => (vec![i], name.clone()),
-            None => {
-                let known: Vec<&str> = node.devices.iter().map(|d| d.name.as_str()).collect();
-                return Err(PlanError::UnknownDevice {
-                    name: name.clone(),
-                    host: host.into(),
-                    known: if known.is_empty() { "none".into() } else { known.join(", ") },
-                    hint: if name.contains(',') {
-                        "; a comma does not separate qualifiers, write them with ':' (gpu:ndev=2)"
-                    } else {
-                        ""
-                    },
-                });
-            }
-        },
+        Target::Name(name) => (vec![named_device(node, name)?], name.clone()),
         Target::None => return Ok((Vec::new(), "none".into())),
     };
     if let Some(step_gpus) = &facts.step_gpus {
@@ -60,6 +45,33 @@ pub(super) fn device_list(
         }
     }
     Ok((list, word))
+}
+
+/// The one device `name` names (OS name, identity, bus id or PMIx id), or the refusal that
+/// lists what the node has and the nearest word to what was typed.
+pub fn named_device(node: &Node, name: &str) -> Result<usize, PlanError> {
+    if let Some(i) = node.devices.iter().position(|d| d.answers_to(name)) {
+        return Ok(i);
+    }
+    let known: Vec<&str> = node.devices.iter().map(|d| d.name.as_str()).collect();
+    let hint = if name.contains(',') {
+        format!("; a comma does not separate qualifiers, write them with ':' ({})", name.replace(',', ":"))
+    } else {
+        crate::spec::suggest::nearest(name, crate::spec::class_words().chain(["none"]))
+            .or_else(|| crate::spec::suggest::nearest(name, known.iter().copied()))
+            .map(|w| format!("; did you mean {w}?"))
+            .unwrap_or_default()
+    };
+    Err(PlanError::UnknownDevice {
+        name: name.to_string(),
+        host: node.hostname().to_string(),
+        known: format!(
+            "classes: {}; devices here: {}",
+            crate::spec::class_words().collect::<Vec<_>>().join(", "),
+            if known.is_empty() { "none".into() } else { known.join(", ") }
+        ),
+        hint,
+    })
 }
 
 fn group_kind(level: GroupLevel) -> ObjKind {

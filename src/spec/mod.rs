@@ -8,6 +8,7 @@
 //! named by an id that contains `:` (a PCI bus id, a PMIx id): [`target`] reads those by
 //! their shape.
 
+pub mod suggest;
 mod target;
 
 use crate::device::DeviceClass;
@@ -107,16 +108,18 @@ pub enum SpecError {
     Empty,
     #[error("empty qualifier in {spec:?}: remove the doubled or trailing ':'")]
     EmptyQualifier { spec: String },
-    #[error("unknown qualifier {given:?}: expected one of {expected}")]
-    UnknownQualifier { given: String, expected: String },
+    /// `hint`: "" or " (did you mean ndev=2?)".
+    #[error("unknown qualifier {given:?}{hint}: expected one of {expected}")]
+    UnknownQualifier { given: String, hint: String, expected: String },
     #[error("ambiguous {what} {given:?}: it could be {candidates}; type more letters")]
     Ambiguous { what: &'static str, given: String, candidates: String },
     #[error("qualifier {name} takes no value, but {given:?} gives one: write just {name}")]
     UnexpectedValue { name: &'static str, given: String },
     #[error("qualifier {name} needs a value: write {name}=<{hint}>")]
     MissingValue { name: &'static str, hint: &'static str },
-    #[error("bad value {value:?} for {name}: expected {expected}")]
-    BadValue { name: &'static str, value: String, expected: String },
+    /// `hint`: "" or " (did you mean core?)".
+    #[error("bad value {value:?} for {name}{hint}: expected {expected}")]
+    BadValue { name: &'static str, value: String, hint: String, expected: String },
     #[error("interleave=node is not accepted: interleave orders devices within a node; each node maps its own devices, so there is nothing to interleave across nodes. Use package, numa, l3cache, l2cache or l1cache")]
     InterleaveNode,
     #[error("qualifier {name} given twice in {spec:?}: keep one")]
@@ -175,6 +178,14 @@ impl Qualifier {
     fn name(self) -> &'static str {
         QUALIFIERS.iter().find(|(_, q)| *q == self).map_or("?", |(n, _)| n)
     }
+
+    /// Whether `NAME=VALUE` is a form of it.
+    fn takes_value(self) -> bool {
+        !matches!(
+            self,
+            Qualifier::Compact | Qualifier::Hwtcpus | Qualifier::Overload | Qualifier::Closest | Qualifier::Verbose
+        )
+    }
 }
 
 const GROUP_LEVELS: [(&str, GroupLevel); 5] = [
@@ -207,6 +218,11 @@ const CLASS_WORDS: [(&str, DeviceClass); 6] = [
     ("block", DeviceClass::Block),
 ];
 
+/// The words that name a class of devices (`gpu`, `network` and its synonyms, `block`).
+pub fn class_words() -> impl Iterator<Item = &'static str> {
+    CLASS_WORDS.iter().map(|(w, _)| *w)
+}
+
 /// Finds the one entry of `table` that `given` is a case-insensitive prefix of (an exact
 /// match always wins). Errors name the candidates.
 fn by_prefix<T: Copy>(what: &'static str, given: &str, table: &[(&'static str, T)]) -> Result<T, SpecError> {
@@ -221,6 +237,9 @@ fn by_prefix<T: Copy>(what: &'static str, given: &str, table: &[(&'static str, T
         [] => Err(SpecError::BadValue {
             name: what,
             value: given.to_string(),
+            hint: suggest::nearest(given, table.iter().map(|(n, _)| *n))
+                .map(|n| format!(" (did you mean {n}?)"))
+                .unwrap_or_default(),
             expected: table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
         }),
         many => Err(SpecError::Ambiguous {
@@ -231,15 +250,31 @@ fn by_prefix<T: Copy>(what: &'static str, given: &str, table: &[(&'static str, T
     }
 }
 
-/// The qualifier `word` names: a pinned short form, else a unique prefix.
-fn qualifier_word(word: &str) -> Result<Qualifier, SpecError> {
+/// The qualifier `word` names: a pinned short form, else a unique prefix. An unknown word
+/// is refused with the nearest qualifier (`value` is what followed its `=`, if anything).
+fn qualifier_word(word: &str, value: Option<&str>) -> Result<Qualifier, SpecError> {
     if let Some((_, q)) = PINNED.iter().find(|(short, _)| short.eq_ignore_ascii_case(word)) {
         return Ok(*q);
     }
     by_prefix("qualifier", word, &QUALIFIERS).map_err(|e| match e {
-        SpecError::BadValue { value, expected, .. } => SpecError::UnknownQualifier { given: value, expected },
+        SpecError::BadValue { value: given, expected, .. } => {
+            let names: Vec<(&str, bool)> = QUALIFIERS.iter().map(|(n, q)| (*n, q.takes_value())).collect();
+            let hint =
+                suggest::qualifier(&given, value, &names).map(|s| format!(" (did you mean {s}?)")).unwrap_or_default();
+            SpecError::UnknownQualifier { given, hint, expected }
+        }
         other => other,
     })
+}
+
+/// `socket` is `package` (Slurm's and mpibind's word for it), as a whole word only, so that
+/// no prefix changes meaning.
+fn level_word(value: &str) -> &str {
+    if value.eq_ignore_ascii_case("socket") {
+        "package"
+    } else {
+        value
+    }
 }
 
 fn positive(name: &'static str, value: &str) -> Result<u32, SpecError> {
@@ -248,6 +283,7 @@ fn positive(name: &'static str, value: &str) -> Result<u32, SpecError> {
         _ => Err(SpecError::BadValue {
             name,
             value: value.to_string(),
+            hint: String::new(),
             expected: "a whole number from 1 to 65536".into(),
         }),
     }
@@ -305,7 +341,7 @@ impl Spec {
                 Some((w, v)) => (w.trim(), Some(v.trim())),
                 None => (part, None),
             };
-            let qualifier = qualifier_word(word)?;
+            let qualifier = qualifier_word(word, value)?;
             if seen.contains(&qualifier) {
                 return Err(SpecError::Repeated { name: qualifier.name(), spec: text.to_string() });
             }
@@ -333,7 +369,7 @@ impl Spec {
                 self.interleave = Some(match value {
                     None => GroupLevel::Package,
                     Some(v) if v.eq_ignore_ascii_case("node") => return Err(SpecError::InterleaveNode),
-                    Some(v) => by_prefix("interleave level", v, &GROUP_LEVELS)?,
+                    Some(v) => by_prefix("interleave level", level_word(v), &GROUP_LEVELS)?,
                 })
             }
             Qualifier::Shared => {
@@ -348,7 +384,7 @@ impl Spec {
             Qualifier::Pe => self.pe = Some(number()?),
             Qualifier::Bind => {
                 let v = value.ok_or(SpecError::MissingValue { name, hint: "level" })?;
-                self.bind = Some(by_prefix("bind level", v, &BIND_LEVELS)?);
+                self.bind = Some(by_prefix("bind level", level_word(v), &BIND_LEVELS)?);
             }
             Qualifier::Env => {
                 let v = value.ok_or(SpecError::MissingValue { name, hint: "all|none" })?;
@@ -581,7 +617,9 @@ mod tests {
             ("gpu:ndev=-1", "\"-1\""),
             ("gpu:pe=x", "\"x\""),
             ("gpu:bind", "bind=<level>"),
-            ("gpu:bind=socket", "\"socket\""),
+            ("gpu:bind=sockets", "\"sockets\""),
+            ("gpu:ndev2", "did you mean ndev=2?"),
+            ("gpu:bind=cores", "did you mean core?"),
             ("gpu:interleave=node", "node"),
             ("gpu:shared:shared", "twice"),
             ("none:verbose", "none"),
@@ -618,6 +656,15 @@ mod tests {
         assert_eq!(ok(&format!("{fab}:pe=2")).target, Target::Name(fab.into()));
         assert_eq!(ok("ipv4://00:11:22:33:44:55").target, Target::Name("ipv4://00:11:22:33:44:55".into()));
         assert!(err("gpu://turin-h200").to_string().contains("gpu://HOST::NAME"));
+    }
+
+    #[test]
+    fn socket_is_package_as_a_whole_word() {
+        assert_eq!(ok("gpu:bind=socket").bind, Some(BindLevel::Package));
+        assert_eq!(ok("gpu:interleave=Socket").interleave, Some(GroupLevel::Package));
+        assert_eq!(ok("gpu:bind=socket").to_string(), "gpu:bind=package");
+        // Not a prefix: bind=s is still split.
+        assert_eq!(ok("gpu:bind=s").bind, Some(BindLevel::Split));
     }
 
     #[test]
