@@ -344,10 +344,7 @@ fn bridges(pci: &TopologyObject) -> Vec<PciBridge> {
     for obj in pci.ancestors() {
         let bridge = match (obj.object_type(), obj.attributes()) {
             (ObjectType::Bridge, Some(ObjectAttributes::Bridge(attr))) => {
-                let busid = match attr.upstream_attributes() {
-                    Some(UpstreamAttributes::PCI(up)) => Some(busid(up)),
-                    None => None,
-                };
+                let busid = attr.upstream_attributes().map(|UpstreamAttributes::PCI(up)| busid(up));
                 match attr.downstream_attributes() {
                     Some(DownstreamAttributes::PCI(down)) => PciBridge {
                         busid,
