@@ -4,8 +4,9 @@
 //! "Binding, and the bind ceiling"):
 //! 1. [`order`]: which devices, in which order;
 //! 2. [`assign`]: which task gets which devices;
-//! 3. [`bind`]: which CPUs each task gets;
-//! 4. the environment from [`crate::env`], here.
+//! 3. [`pair`]: with `adapters`, which network adapters go with each task's GPUs;
+//! 4. [`bind`]: which CPUs each task gets (from the task's own devices, never its adapters);
+//! 5. the environment from [`crate::env`], here, over the task's devices and adapters.
 //!
 //! Pure: no I/O, no Slurm, no hwloc, no process environment.
 
@@ -13,6 +14,7 @@ mod assign;
 mod bind;
 mod facts;
 mod order;
+mod pair;
 
 pub use facts::{
     parse_step_gpus, visible_devices, StepFacts, StepGpusError, VisibleDevices, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
@@ -32,10 +34,24 @@ pub struct TaskPlan {
     pub task: u32,
     /// Indexes into [`Node::devices`].
     pub devices: Vec<usize>,
+    /// `adapters`: the network adapters paired with the task's GPUs, in bus order (empty
+    /// without `adapters`). Named in the environment beside the GPUs; the CPUs follow the
+    /// GPUs alone.
+    pub adapters: Vec<Paired>,
     /// The CPU mask to apply; `None` = leave the task's mask alone (`bind=none`, `closest`).
     pub cpus: Option<CpuSet>,
     /// Variables to set in the task's environment (replacing existing values).
     pub env: BTreeMap<String, String>,
+}
+
+/// A network adapter paired with a task's GPU, and who else on the node has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paired {
+    /// Index into [`Node::devices`].
+    pub device: usize,
+    /// The other local tasks paired with the same adapter, ascending (several GPUs under one
+    /// switch with one HCA share it; that needs no `shared`).
+    pub shared_with: Vec<u32>,
 }
 
 /// The whole node's plan for one step.
@@ -82,6 +98,8 @@ pub enum PlanError {
     StepGpuOutOfRange { index: u32, have: usize, host: String },
     #[error("tasks {first} and {second} are both closest to {device}: add :shared to let them share it, or bind the tasks apart")]
     ClosestCollision { first: u32, second: u32, device: String },
+    #[error("adapters gives each task the network adapters nearest its GPUs, but {name} is a {class} device: map a GPU with :adapters, or drop adapters")]
+    AdaptersWithoutGpu { name: String, class: DeviceClass },
     #[error("device {devices} cannot be named: {source}")]
     InvalidValue { devices: String, source: crate::env::InvalidValue },
     #[error("task {task} asks for {want} {unit}, but the locality of {device} has {have} within the step's CPUs (CPUs {locality_cpus}): ask for fewer (pe=, --cpus-per-task), or give each task more devices (ndev=) so that its locality is larger")]
@@ -107,8 +125,10 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     if spec.compact {
         list = order::compact(&node.devices, &list);
     }
+    pair::check_target(spec, node, &list)?;
     let assignment = assign::tasks(spec, node, facts, &list, &class_word, &mut plan.warnings)?;
     order::degenerate_warning(node, &list, &class_word, spec, &mut plan.warnings);
+    let pairs = spec.adapters.then(|| pair::NodePairs::new(node));
 
     let bind = spec.bind_level();
     let allowed = facts.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
@@ -129,9 +149,15 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
         let refs: Vec<&Device> = devs.iter().filter_map(|&i| node.devices.get(i)).collect();
         let cpus = binder.bind_task(t as u32, &node.devices, &devs)?;
         let places = omp_places(spec, &core_of_pu, &mut scratch, cpus.as_ref());
+        let adapters = pairs.as_ref().map(|p| p.for_task(&devs)).unwrap_or_default();
         let (env, warnings) = env_cache
             .entry((devs.clone(), places))
-            .or_insert_with(|| crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy, spec.env, places))
+            .or_insert_with(|| {
+                // The GPUs' variables and their adapters', from the same rows.
+                let with: Vec<&Device> =
+                    refs.iter().copied().chain(adapters.iter().filter_map(|&i| node.devices.get(i))).collect();
+                crate::env::task_env(&with, &facts.env, node.options.ze_hierarchy, spec.env, places)
+            })
             .clone()
             .map_err(|source| PlanError::InvalidValue {
                 devices: refs.iter().map(|d| crate::env::shown(&d.name)).collect::<Vec<_>>().join(", "),
@@ -143,9 +169,14 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
                 plan.warnings.push(line);
             }
         }
-        plan.tasks.push(TaskPlan { task: t as u32, devices: devs, cpus, env });
+        plan.tasks.push(TaskPlan { task: t as u32, devices: devs, adapters: pair::paired(&adapters), cpus, env });
     }
     plan.warnings.append(&mut binder.warnings);
+    if let Some(pairs) = &pairs {
+        pair::record_sharing(&mut plan.tasks);
+        pairs.warnings(node, &plan.tasks, &mut plan.warnings);
+    }
+    pair::unnamed_adapters_warning(spec, node, &plan.tasks, &mut plan.warnings);
     Ok(plan)
 }
 

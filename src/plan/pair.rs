@@ -1,0 +1,274 @@
+//! Which network adapters go with each task's GPUs (`adapters`): the adapters nearest each
+//! GPU in the PCI tree, so that a rank's traffic leaves by the adapter next to its GPU; and
+//! the warning for a `network` mapping that hands a task an adapter no fabric variable names.
+//!
+//! - **Candidates** are the node's network devices that a fabric variable names
+//!   ([`crate::env::fabric_variables`], the rows' own rules): OpenFabrics adapters of
+//!   Mellanox/NVIDIA (`NCCL_IB_HCA`, `UCX_NET_DEVICES`) and Omni-Path (`PSM3_NIC`). A plain
+//!   Ethernet port (the management port, a Slingshot NIC) is never paired.
+//! - **Nearness** is the deepest common ancestor of the GPU and the adapter, PCI bridges
+//!   included: the same PCIe switch beats the same root port or host bridge, which beats the
+//!   same locality object, which beats a CPU-side ancestor further up.
+//! - **Not nearer than the machine**: an adapter whose only common ancestor with the GPU is the
+//!   Machine (another socket) is no adapter of that GPU. Such a GPU gets none, and the plan
+//!   warns; it is never handed a far adapter in silence.
+//! - **Ties** split in bus order: the GPUs whose nearest adapters are the same set share that
+//!   set out in bus order (two GPUs, two adapters: one each; two GPUs, one adapter: both;
+//!   one GPU, two adapters: both).
+//! - **Node-wide**: every GPU of the node is paired, whatever GPUs the step holds, so a GPU's
+//!   adapter does not depend on its neighbours' steps (two jobs with one GPU each keep to
+//!   their own adapters).
+//! - **Sharing** is expected (two GPUs under one switch with one HCA) and needs no `shared`;
+//!   the plan records which tasks share each adapter ([`super::Paired::shared_with`]).
+
+use super::{Paired, PlanError, TaskPlan};
+use crate::device::{Device, DeviceClass};
+use crate::node::Node;
+use crate::spec::{Spec, Target};
+use crate::topology::Topology;
+use std::collections::{BTreeMap, HashMap};
+
+/// How near two devices are: the depth of their deepest common CPU-side ancestor, then how
+/// many PCI bridges below it they share. `(0, 0)`: only the Machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+struct Nearness {
+    cpu_depth: u32,
+    bridges: usize,
+}
+
+/// Every GPU's adapters on the node, by device index.
+pub(super) struct NodePairs {
+    /// `Ok`: the adapters (device indexes, bus order); `Err`: none, and the nearest ones,
+    /// which share only the Machine with it.
+    by_gpu: HashMap<usize, Result<Vec<usize>, Vec<usize>>>,
+    /// When the node has no candidate at all: why (one warning instead of one per GPU).
+    none_on_node: Option<String>,
+}
+
+/// Refuses `adapters` on a mapping that holds no GPU (a named network or block device; the
+/// classes are refused by the spec parser).
+pub(super) fn check_target(spec: &Spec, node: &Node, list: &[usize]) -> Result<(), PlanError> {
+    if !spec.adapters || list.iter().any(|&i| node.devices[i].class == DeviceClass::Gpu) {
+        return Ok(());
+    }
+    match list.first().map(|&i| &node.devices[i]) {
+        Some(d) => Err(PlanError::AdaptersWithoutGpu { name: d.name.clone(), class: d.class }),
+        None => Ok(()),
+    }
+}
+
+impl NodePairs {
+    /// Pairs every GPU of the node with its nearest candidate adapters.
+    pub(super) fn new(node: &Node) -> NodePairs {
+        let topo = &node.topology;
+        let gpus = node.class_indexes(DeviceClass::Gpu);
+        let candidates: Vec<usize> = node
+            .class_indexes(DeviceClass::Network)
+            .into_iter()
+            .filter(|&i| !crate::env::fabric_variables(&node.devices[i]).is_empty())
+            .collect();
+        let mut by_gpu = HashMap::new();
+        if candidates.is_empty() {
+            return NodePairs { by_gpu, none_on_node: Some(no_candidates(node)) };
+        }
+        let mut chains = Chains::new(topo);
+        // GPUs whose nearest adapters are the same set, in bus order.
+        let mut groups: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
+        for &g in &gpus {
+            let gpu = &node.devices[g];
+            let near: Vec<Nearness> = candidates.iter().map(|&a| chains.nearness(gpu, &node.devices[a])).collect();
+            let best = near.iter().copied().max().unwrap_or_default();
+            let tied: Vec<usize> = candidates.iter().zip(&near).filter(|(_, n)| **n == best).map(|(&a, _)| a).collect();
+            if best == Nearness::default() {
+                by_gpu.insert(g, Err(tied));
+                continue;
+            }
+            match groups.iter_mut().find(|(t, _)| *t == tied) {
+                Some((_, members)) => members.push(g),
+                None => groups.push((tied, vec![g])),
+            }
+        }
+        for (tied, members) in groups {
+            let (t, n) = (tied.len(), members.len());
+            for (p, g) in members.into_iter().enumerate() {
+                let share = if t >= n { tied[p * t / n..(p + 1) * t / n].to_vec() } else { vec![tied[p * t / n]] };
+                by_gpu.insert(g, Ok(share));
+            }
+        }
+        NodePairs { by_gpu, none_on_node: None }
+    }
+
+    /// The adapters of a task holding `devs`: those of each of its GPUs, in bus order, once.
+    pub(super) fn for_task(&self, devs: &[usize]) -> Vec<usize> {
+        let mut out: Vec<usize> = devs.iter().filter_map(|g| self.by_gpu.get(g)).flatten().flatten().copied().collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// One warning for the plan's GPUs that got no adapter (naming them and their tasks,
+    /// grouped by the far adapters), or one for the node when it has no candidate at all.
+    pub(super) fn warnings(&self, node: &Node, tasks: &[TaskPlan], warnings: &mut Vec<String>) {
+        let mut lonely: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for t in tasks {
+            for &d in t.devices.iter().filter(|&&d| node.devices[d].class == DeviceClass::Gpu) {
+                if self.none_on_node.is_some() || matches!(self.by_gpu.get(&d), Some(Err(_))) {
+                    lonely.entry(d).or_default().push(t.task);
+                }
+            }
+        }
+        if lonely.is_empty() {
+            return;
+        }
+        if let Some(why) = &self.none_on_node {
+            warnings.push(format!("adapters: {why}, so no task is given an adapter"));
+            return;
+        }
+        let mut by_far: Vec<(&Vec<usize>, Vec<String>)> = Vec::new();
+        for (d, ids) in lonely {
+            let Some(Err(far)) = self.by_gpu.get(&d) else { continue };
+            let gpu = &node.devices[d];
+            let item = format!("{} at {} ({})", gpu.name, gpu.busid_text(), tasks_text(&ids));
+            match by_far.iter_mut().find(|(f, _)| *f == far) {
+                Some((_, items)) => items.push(item),
+                None => by_far.push((far, vec![item])),
+            }
+        }
+        for (far, gpus) in by_far {
+            let names: Vec<&str> = far.iter().map(|&a| node.devices[a].name.as_str()).collect();
+            let (one, them) = if gpus.len() == 1 { ("GPU", "it") } else { ("GPUs", "them") };
+            let share = if names.len() == 1 { "shares" } else { "share" };
+            warnings.push(format!(
+                "adapters: no network adapter is nearer than the whole machine to {one} {} ({} {share} only the \
+                 Machine with {them}: another socket), so no adapter is paired with {them} and no fabric variable is \
+                 written for {them}; map gpu without adapters to let the fabric library choose",
+                gpus.join(", "),
+                names.join(", ")
+            ));
+        }
+    }
+}
+
+/// Records, on each task's adapters, the other tasks paired with the same adapter.
+pub(super) fn record_sharing(tasks: &mut [TaskPlan]) {
+    let mut holders: HashMap<usize, Vec<u32>> = HashMap::new();
+    for t in tasks.iter() {
+        for p in &t.adapters {
+            holders.entry(p.device).or_default().push(t.task);
+        }
+    }
+    for t in tasks.iter_mut() {
+        let me = t.task;
+        for p in &mut t.adapters {
+            p.shared_with = holders.get(&p.device).into_iter().flatten().copied().filter(|&o| o != me).collect();
+        }
+    }
+}
+
+/// The adapters of one task, before sharing is known.
+pub(super) fn paired(adapters: &[usize]) -> Vec<Paired> {
+    adapters.iter().map(|&device| Paired { device, shared_with: Vec::new() }).collect()
+}
+
+/// A `network` mapping on a node with fabric adapters that gives some tasks an adapter no
+/// fabric variable names (plain Ethernet, such as the management port, or an OpenFabrics
+/// device of a vendor no row knows): those tasks get only `PMIX_DEVICE_ID` where their
+/// neighbours get `NCCL_IB_HCA`, which the plan says rather than leave to be discovered. A
+/// node whose adapters are all of that kind (Slingshot) treats every task alike: no warning.
+pub(super) fn unnamed_adapters_warning(spec: &Spec, node: &Node, tasks: &[TaskPlan], warnings: &mut Vec<String>) {
+    let named = |i: &usize| !crate::env::fabric_variables(&node.devices[*i]).is_empty();
+    if spec.target != Target::Class(DeviceClass::Network) || !node.class_indexes(DeviceClass::Network).iter().any(named)
+    {
+        return;
+    }
+    let mut given: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    for t in tasks {
+        for &d in &t.devices {
+            if !named(&d) {
+                given.entry(d).or_default().push(t.task);
+            }
+        }
+    }
+    if given.is_empty() {
+        return;
+    }
+    let items: Vec<String> = given
+        .iter()
+        .map(|(&d, ids)| {
+            let dev = &node.devices[d];
+            let what = if dev.ofed_name.is_some() {
+                "an OpenFabrics device no fabric library here takes"
+            } else {
+                "plain Ethernet"
+            };
+            format!("{} at {} ({what}; {})", dev.name, dev.busid_text(), tasks_text(ids))
+        })
+        .collect();
+    let them = if items.len() == 1 { "it" } else { "them" };
+    warnings.push(format!(
+        "no fabric variable names {}: NCCL_IB_HCA, UCX_NET_DEVICES and PSM3_NIC are not set for {them}, only \
+         PMIX_DEVICE_ID; the network class holds every adapter in bus order, so map fewer tasks, name the adapters \
+         to use, or map gpu:adapters",
+        items.join(", ")
+    ));
+}
+
+fn tasks_text(ids: &[u32]) -> String {
+    let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+    format!("{} {}", if ids.len() == 1 { "task" } else { "tasks" }, list.join(","))
+}
+
+/// Why a node has no adapter to pair: it has none a fabric variable names; the network
+/// devices it does have, and why each is left out.
+fn no_candidates(node: &Node) -> String {
+    let others: Vec<String> = node
+        .class_indexes(DeviceClass::Network)
+        .into_iter()
+        .map(|i| {
+            let d = &node.devices[i];
+            let what = if d.ofed_name.is_some() {
+                "an OpenFabrics device no fabric library here takes"
+            } else {
+                "plain Ethernet"
+            };
+            format!("{} is {what}", d.name)
+        })
+        .collect();
+    let have = if others.is_empty() { String::new() } else { format!(" ({})", others.join("; ")) };
+    format!(
+        "node {} has no network adapter that NCCL_IB_HCA, UCX_NET_DEVICES or PSM3_NIC names (an OpenFabrics adapter of \
+         Mellanox/NVIDIA, or Omni-Path){have}",
+        node.hostname()
+    )
+}
+
+/// CPU-side ancestor chains of localities, computed once each.
+struct Chains<'a> {
+    topo: &'a Topology,
+    chains: HashMap<usize, Vec<usize>>,
+}
+
+impl<'a> Chains<'a> {
+    fn new(topo: &'a Topology) -> Chains<'a> {
+        Chains { topo, chains: HashMap::new() }
+    }
+
+    fn depth(&self, i: usize) -> u32 {
+        self.topo.objects.get(i).map_or(0, |o| o.depth)
+    }
+
+    /// The deepest common ancestor of two devices, bridges included.
+    fn nearness(&mut self, a: &Device, b: &Device) -> Nearness {
+        if a.locality_obj == b.locality_obj {
+            let bridges = a.pci_path.iter().zip(&b.pci_path).take_while(|(x, y)| x == y).count();
+            return Nearness { cpu_depth: self.depth(a.locality_obj), bridges };
+        }
+        let topo = self.topo;
+        for i in [a.locality_obj, b.locality_obj] {
+            self.chains.entry(i).or_insert_with(|| topo.ancestors(i));
+        }
+        let (mine, theirs) = (&self.chains[&a.locality_obj], &self.chains[&b.locality_obj]);
+        let common = mine.iter().find(|i| theirs.contains(i)).copied().unwrap_or(0);
+        Nearness { cpu_depth: self.depth(common), bridges: 0 }
+    }
+}
