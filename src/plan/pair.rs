@@ -272,3 +272,129 @@ impl<'a> Chains<'a> {
         Nearness { cpu_depth: self.depth(common), bridges: 0 }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpuset::CpuSet;
+    use crate::node::NodeOptions;
+    use crate::plan::{plan, StepFacts};
+    use crate::topology::{CpuObject, ObjKind, OsDevice, PciBridge, PciBusId, PciFunction};
+
+    fn obj(kind: ObjKind, parent: Option<usize>, depth: u32, cpus: &str) -> CpuObject {
+        let cpuset = CpuSet::parse_list(cpus).unwrap_or_default();
+        CpuObject { kind, logical_index: 0, os_index: None, depth, parent, cpuset }
+    }
+
+    fn busid(bus: u8) -> PciBusId {
+        PciBusId { domain: 0, bus, device: 0, function: 0 }
+    }
+
+    /// A PCI bridge at `bus`, or a host bridge (`None`) named by the bus below it.
+    fn br(bus: Option<u8>, below: u8) -> PciBridge {
+        PciBridge { busid: bus.map(busid), domain: 0, secondary_bus: below, subordinate_bus: below }
+    }
+
+    fn osdev(name: &str, kind: &str, infos: &[(&str, &str)]) -> OsDevice {
+        let infos = infos.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        OsDevice { name: name.into(), osdev_type: kind.into(), subtype: None, infos }
+    }
+
+    fn gpu(bus: u8, locality: usize, bridges: Vec<PciBridge>) -> PciFunction {
+        let uuid = format!("GPU-{bus:08x}-0000-0000-0000-000000000001");
+        PciFunction {
+            busid: busid(bus),
+            vendor_id: 0x10de,
+            device_id: 0x20b5,
+            class_id: 0x0302,
+            locality,
+            osdevs: vec![osdev(&format!("nvml{bus}"), "GPU", &[("Backend", "NVML"), ("NVIDIAUUID", &uuid)])],
+            bridges,
+        }
+    }
+
+    fn hca(bus: u8, locality: usize, bridges: Vec<PciBridge>) -> PciFunction {
+        PciFunction {
+            busid: busid(bus),
+            vendor_id: 0x15b3,
+            device_id: 0x101b,
+            class_id: 0x0207,
+            locality,
+            osdevs: vec![osdev(&format!("mlx5_{bus:x}"), "OpenFabrics", &[("Port1State", "4")])],
+            bridges,
+        }
+    }
+
+    /// Two packages; `pci` under them (locality 1 = package 0, 2 = package 1).
+    fn node(pci: Vec<PciFunction>) -> Node {
+        let objects = vec![
+            obj(ObjKind::Machine, None, 0, "0-3"),
+            obj(ObjKind::Package, Some(0), 1, "0-1"),
+            obj(ObjKind::Package, Some(0), 1, "2-3"),
+        ];
+        let topology = Topology { hostname: Some("t".into()), objects, pci, loose: Vec::new() };
+        Node::new(topology, NodeOptions::default())
+    }
+
+    fn adapters_of_task0(n: &Node, ntasks: u32) -> Vec<String> {
+        let spec = Spec::parse("gpu:adapters").unwrap_or_else(|e| panic!("{e}"));
+        let p = plan(&spec, n, &StepFacts { ntasks, ..StepFacts::default() }).unwrap_or_else(|e| panic!("{e}"));
+        p.tasks[0].adapters.iter().map(|a| n.devices[a.device].name.clone()).collect()
+    }
+
+    #[test]
+    fn deepest_common_ancestor_first_switch_then_root_port_then_locality() {
+        let (h0, r1, s, d1, d2, r2) = (
+            br(None, 0x10),
+            br(Some(0x10), 0x11),
+            br(Some(0x11), 0x12),
+            br(Some(0x12), 0x13),
+            br(Some(0x12), 0x14),
+            br(Some(0x10), 0x15),
+        );
+        let g = gpu(0x13, 1, vec![h0, r1, s, d1]);
+        let switch = hca(0x14, 1, vec![h0, r1, s, d2]);
+        let root_port = hca(0x16, 1, vec![h0, r1, br(Some(0x11), 0x16)]);
+        let host_bridge = hca(0x17, 1, vec![h0, r2]);
+        let locality = hca(0x21, 1, vec![br(None, 0x20)]);
+        let far = hca(0x81, 2, vec![br(None, 0x80)]);
+        let all = vec![g.clone(), switch, root_port.clone(), host_bridge.clone(), locality.clone(), far.clone()];
+        assert_eq!(adapters_of_task0(&node(all), 1), ["mlx5_14"]);
+        let no_switch = vec![g.clone(), root_port, host_bridge.clone(), locality.clone(), far.clone()];
+        assert_eq!(adapters_of_task0(&node(no_switch), 1), ["mlx5_16"]);
+        let no_root = vec![g.clone(), host_bridge, locality.clone(), far.clone()];
+        assert_eq!(adapters_of_task0(&node(no_root), 1), ["mlx5_17"]);
+        assert_eq!(adapters_of_task0(&node(vec![g.clone(), locality, far.clone()]), 1), ["mlx5_21"]);
+        // Only the machine in common: none, and a warning naming the far adapter.
+        let n = node(vec![g, far]);
+        assert!(adapters_of_task0(&n, 1).is_empty());
+        let spec = Spec::parse("gpu:adapters").unwrap_or_else(|e| panic!("{e}"));
+        let p = plan(&spec, &n, &StepFacts { ntasks: 1, ..StepFacts::default() }).unwrap_or_else(|e| panic!("{e}"));
+        assert!(p.warnings.iter().any(|w| w.contains("mlx5_81 shares only the Machine")), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn ties_split_in_bus_order() {
+        let h = br(None, 0x10);
+        let port = |b: u8| br(Some(0x10), b);
+        // One GPU, two adapters equally near: both.
+        let one = node(vec![
+            gpu(0x11, 1, vec![h, port(0x11)]),
+            hca(0x12, 1, vec![h, port(0x12)]),
+            hca(0x13, 1, vec![h, port(0x13)]),
+        ]);
+        assert_eq!(adapters_of_task0(&one, 1), ["mlx5_12", "mlx5_13"]);
+        // Four GPUs, two adapters, all on one host bridge: two GPUs per adapter, in bus order.
+        let mut pci: Vec<PciFunction> = (0x11..=0x14).map(|b| gpu(b, 1, vec![h, port(b)])).collect();
+        pci.extend([hca(0x15, 1, vec![h, port(0x15)]), hca(0x16, 1, vec![h, port(0x16)])]);
+        let four = node(pci);
+        let spec = Spec::parse("gpu:adapters").unwrap_or_else(|e| panic!("{e}"));
+        let p = plan(&spec, &four, &StepFacts { ntasks: 4, ..StepFacts::default() }).unwrap_or_else(|e| panic!("{e}"));
+        let got: Vec<(&str, &[u32])> = p
+            .tasks
+            .iter()
+            .map(|t| (four.devices[t.adapters[0].device].name.as_str(), t.adapters[0].shared_with.as_slice()))
+            .collect();
+        assert_eq!(got, [("mlx5_15", &[1][..]), ("mlx5_15", &[0]), ("mlx5_16", &[3]), ("mlx5_16", &[2])]);
+    }
+}
