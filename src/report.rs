@@ -47,7 +47,7 @@ pub fn devices_text(node: &Node, task: &TaskPlan) -> String {
         .collect();
     for p in &task.adapters {
         let Some(d) = node.devices.get(p.device) else { continue };
-        let shared = match p.shared_with.as_slice() {
+        let shared = match p.shared_with(task.task).as_slice() {
             [] => String::new(),
             [one] => format!(" (shared with task {one})"),
             many => format!(" (shared with tasks {})", many.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
@@ -150,7 +150,7 @@ pub fn plan_json(node: &Node, plan: &Plan) -> Value {
                     .filter_map(|p| node.devices.get(p.device).map(|d| (p, d)))
                     .map(|(p, d)| {
                         let mut v = device_json(d, false);
-                        v["shared_with"] = json!(p.shared_with);
+                        v["shared_with"] = json!(p.shared_with(t.task));
                         v
                     })
                     .collect();

@@ -19,7 +19,7 @@
 //!   adapter does not depend on its neighbours' steps (two jobs with one GPU each keep to
 //!   their own adapters).
 //! - **Sharing** is expected (two GPUs under one switch with one HCA) and needs no `shared`;
-//!   the plan records which tasks share each adapter ([`super::Paired::shared_with`]).
+//!   the plan records which tasks share each adapter ([`super::Paired::holders`]).
 
 use super::{Paired, PlanError, TaskPlan};
 use crate::device::{Device, DeviceClass};
@@ -27,6 +27,7 @@ use crate::node::Node;
 use crate::spec::{Spec, Target};
 use crate::topology::Topology;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// How near two devices are: the depth of their deepest common CPU-side ancestor, then how
 /// many PCI bridges below it they share. `(0, 0)`: only the Machine.
@@ -71,12 +72,11 @@ impl NodePairs {
         if candidates.is_empty() {
             return NodePairs { by_gpu, none_on_node: Some(no_candidates(node)) };
         }
-        let mut chains = Chains::new(topo);
         // GPUs whose nearest adapters are the same set, in bus order.
         let mut groups: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
         for &g in &gpus {
             let gpu = &node.devices[g];
-            let near: Vec<Nearness> = candidates.iter().map(|&a| chains.nearness(gpu, &node.devices[a])).collect();
+            let near: Vec<Nearness> = candidates.iter().map(|&a| nearness(topo, gpu, &node.devices[a])).collect();
             let best = near.iter().copied().max().unwrap_or_default();
             let tied: Vec<usize> = candidates.iter().zip(&near).filter(|(_, n)| **n == best).map(|(&a, _)| a).collect();
             if best == Nearness::default() {
@@ -149,25 +149,36 @@ impl NodePairs {
     }
 }
 
-/// Records, on each task's adapters, the other tasks paired with the same adapter.
-pub(super) fn record_sharing(tasks: &mut [TaskPlan]) {
-    let mut holders: HashMap<usize, Vec<u32>> = HashMap::new();
-    for t in tasks.iter() {
-        for p in &t.adapters {
-            holders.entry(p.device).or_default().push(t.task);
+/// Each device group's adapters (the groups of `assignment`, once each), with every task
+/// paired with each adapter: one list per adapter, shared by its tasks' entries. Empty
+/// without `adapters`.
+pub(super) fn adapters_by_group<'a>(
+    pairs: Option<&NodePairs>,
+    assignment: &'a [Vec<usize>],
+) -> HashMap<&'a [usize], Vec<Paired>> {
+    let Some(pairs) = pairs else { return HashMap::new() };
+    let mut by_group: HashMap<&[usize], Vec<usize>> = HashMap::new();
+    let mut holders: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    for (t, devs) in assignment.iter().enumerate() {
+        let adapters = by_group.entry(devs).or_insert_with(|| pairs.for_task(devs));
+        for &a in adapters.iter() {
+            holders.entry(a).or_default().push(t as u32);
         }
     }
-    for t in tasks.iter_mut() {
-        let me = t.task;
-        for p in &mut t.adapters {
-            p.shared_with = holders.get(&p.device).into_iter().flatten().copied().filter(|&o| o != me).collect();
-        }
-    }
-}
-
-/// The adapters of one task, before sharing is known.
-pub(super) fn paired(adapters: &[usize]) -> Vec<Paired> {
-    adapters.iter().map(|&device| Paired { device, shared_with: Vec::new() }).collect()
+    let holders: BTreeMap<usize, Arc<[u32]>> = holders.into_iter().map(|(a, v)| (a, Arc::from(v))).collect();
+    by_group
+        .into_iter()
+        .map(|(devs, adapters)| {
+            let paired = adapters
+                .into_iter()
+                .map(|device| Paired {
+                    device,
+                    holders: holders.get(&device).cloned().unwrap_or_else(|| Arc::from([])),
+                })
+                .collect();
+            (devs, paired)
+        })
+        .collect()
 }
 
 /// A `network` mapping on a node with fabric adapters that gives some tasks an adapter no
@@ -242,35 +253,28 @@ fn no_candidates(node: &Node) -> String {
     )
 }
 
-/// CPU-side ancestor chains of localities, computed once each.
-struct Chains<'a> {
-    topo: &'a Topology,
-    chains: HashMap<usize, Vec<usize>>,
-}
-
-impl<'a> Chains<'a> {
-    fn new(topo: &'a Topology) -> Chains<'a> {
-        Chains { topo, chains: HashMap::new() }
+/// The deepest common ancestor of two devices, bridges included.
+fn nearness(topo: &Topology, a: &Device, b: &Device) -> Nearness {
+    let depth = |i: usize| topo.objects.get(i).map_or(0, |o| o.depth);
+    if a.locality_obj == b.locality_obj {
+        let bridges = a.pci_path.iter().zip(&b.pci_path).take_while(|(x, y)| x == y).count();
+        return Nearness { cpu_depth: depth(a.locality_obj), bridges };
     }
-
-    fn depth(&self, i: usize) -> u32 {
-        self.topo.objects.get(i).map_or(0, |o| o.depth)
-    }
-
-    /// The deepest common ancestor of two devices, bridges included.
-    fn nearness(&mut self, a: &Device, b: &Device) -> Nearness {
-        if a.locality_obj == b.locality_obj {
-            let bridges = a.pci_path.iter().zip(&b.pci_path).take_while(|(x, y)| x == y).count();
-            return Nearness { cpu_depth: self.depth(a.locality_obj), bridges };
+    // Climb from the deeper side until both meet (localities are normal objects, whose
+    // parents are normal objects); a malformed tree ends at the Machine.
+    let (mut x, mut y) = (a.locality_obj, b.locality_obj);
+    for _ in 0..2 * topo.objects.len() {
+        if x == y {
+            break;
         }
-        let topo = self.topo;
-        for i in [a.locality_obj, b.locality_obj] {
-            self.chains.entry(i).or_insert_with(|| topo.ancestors(i));
+        let parent = |i: usize| topo.objects.get(i).and_then(|o| o.parent).unwrap_or(0);
+        if depth(x) >= depth(y) {
+            x = parent(x);
+        } else {
+            y = parent(y);
         }
-        let (mine, theirs) = (&self.chains[&a.locality_obj], &self.chains[&b.locality_obj]);
-        let common = mine.iter().find(|i| theirs.contains(i)).copied().unwrap_or(0);
-        Nearness { cpu_depth: self.depth(common), bridges: 0 }
     }
+    Nearness { cpu_depth: if x == y { depth(x) } else { 0 }, bridges: 0 }
 }
 
 #[cfg(test)]
@@ -337,7 +341,7 @@ mod tests {
     }
 
     fn adapters_of_task0(n: &Node, ntasks: u32) -> Vec<String> {
-        let spec = Spec::parse("gpu:adapters").unwrap_or_else(|e| panic!("{e}"));
+        let spec = Spec::parse("gpu:adapters:bind=none").unwrap_or_else(|e| panic!("{e}"));
         let p = plan(&spec, n, &StepFacts { ntasks, ..StepFacts::default() }).unwrap_or_else(|e| panic!("{e}"));
         p.tasks[0].adapters.iter().map(|a| n.devices[a.device].name.clone()).collect()
     }
@@ -368,7 +372,7 @@ mod tests {
         // Only the machine in common: none, and a warning naming the far adapter.
         let n = node(vec![g, far]);
         assert!(adapters_of_task0(&n, 1).is_empty());
-        let spec = Spec::parse("gpu:adapters").unwrap_or_else(|e| panic!("{e}"));
+        let spec = Spec::parse("gpu:adapters:bind=none").unwrap_or_else(|e| panic!("{e}"));
         let p = plan(&spec, &n, &StepFacts { ntasks: 1, ..StepFacts::default() }).unwrap_or_else(|e| panic!("{e}"));
         assert!(p.warnings.iter().any(|w| w.contains("mlx5_81 shares only the Machine")), "{:?}", p.warnings);
     }
@@ -388,13 +392,14 @@ mod tests {
         let mut pci: Vec<PciFunction> = (0x11..=0x14).map(|b| gpu(b, 1, vec![h, port(b)])).collect();
         pci.extend([hca(0x15, 1, vec![h, port(0x15)]), hca(0x16, 1, vec![h, port(0x16)])]);
         let four = node(pci);
-        let spec = Spec::parse("gpu:adapters").unwrap_or_else(|e| panic!("{e}"));
+        let spec = Spec::parse("gpu:adapters:bind=none").unwrap_or_else(|e| panic!("{e}"));
         let p = plan(&spec, &four, &StepFacts { ntasks: 4, ..StepFacts::default() }).unwrap_or_else(|e| panic!("{e}"));
-        let got: Vec<(&str, &[u32])> = p
+        let got: Vec<(&str, Vec<u32>)> = p
             .tasks
             .iter()
-            .map(|t| (four.devices[t.adapters[0].device].name.as_str(), t.adapters[0].shared_with.as_slice()))
+            .map(|t| (four.devices[t.adapters[0].device].name.as_str(), t.adapters[0].shared_with(t.task)))
             .collect();
-        assert_eq!(got, [("mlx5_15", &[1][..]), ("mlx5_15", &[0]), ("mlx5_16", &[3]), ("mlx5_16", &[2])]);
+        let want = [("mlx5_15", vec![1]), ("mlx5_15", vec![0]), ("mlx5_16", vec![3]), ("mlx5_16", vec![2])];
+        assert_eq!(got, want);
     }
 }
