@@ -204,7 +204,7 @@ fn plan_with_adapters_names_each_tasks_adapter_and_who_shares_it() {
     assert_eq!(lines.len(), 2, "{out}");
     contains_all(
         lines[0],
-        &["gpu 0000:34:00.0 cuda0 GPU-", ", paired network 0000:35:00.0 mlx5_0 (shared with task 1); cpus 0-23,48-71;"],
+        &["gpu 0000:34:00.0 cuda0 GPU-", ", paired network 0000:35:00.0 mlx5_0 (shared with task 1); cpus 0-11,48-59;"],
     );
     contains_all(lines[1], &["(shared with task 0)", "NCCL_IB_HCA==mlx5_0", "UCX_NET_DEVICES=mlx5_0:1", ",fab://"]);
     let out = ok(&["plan", "--topology", &dgx, "-n", "2", "--json", "gpu:adapters"]);

@@ -173,8 +173,8 @@ c_adapters() {
     expect_rc 0 && expect_out "task=0 PMIX_DEVICE_ID=gpu://HOST::nvml0,fab://9c63:c003:004d:2030::9c63:c003:004d:2030
 task=1 PMIX_DEVICE_ID=gpu://HOST::nvml1,fab://9c63:c003:004d:2031::9c63:c003:004d:2031" || return 1
     # Four tasks on two GPUs: tasks 0 and 2 share GPU 0 and its HCA, which needs no more than
-    # the GPU's :shared, and verbose says who shares.
-    probe -n 4 --map-by-device=gpu:shared:adapters:verbose
+    # the GPU's :shared (and :overload for the one CPU each GPU has), and verbose says who shares.
+    probe -n 4 --map-by-device=gpu:shared:adapters:overload:verbose
     expect_rc 0 && expect_out "$(line 0 0 "$UUID0" =mlx5_0 mlx5_0:1; line 1 1 "$UUID1" =mlx5_1 mlx5_1:1
         line 2 0 "$UUID0" =mlx5_0 mlx5_0:1; line 3 1 "$UUID1" =mlx5_1 mlx5_1:1)" &&
         expect_err "task 0 (global 0): gpu 0000:17:00.0 cuda0 $UUID0, paired network 0000:18:00.0 mlx5_0 (shared with task 2); CPUs 0 set;" &&
