@@ -189,7 +189,12 @@ impl Qualifier {
     fn takes_value(self) -> bool {
         !matches!(
             self,
-            Qualifier::Compact | Qualifier::Hwtcpus | Qualifier::Overload | Qualifier::Closest | Qualifier::Verbose
+            Qualifier::Compact
+                | Qualifier::Hwtcpus
+                | Qualifier::Overload
+                | Qualifier::Closest
+                | Qualifier::Adapters
+                | Qualifier::Verbose
         )
     }
 }
@@ -664,6 +669,9 @@ mod tests {
             assert!(e.to_string().contains("gpu:adapters"), "{e}");
         }
         assert!(err("gpu:adapters=2").to_string().contains("adapters=2"));
+        // A near miss is named; a word that takes no value is never read as run into one.
+        assert!(err("gpu:adaptors").to_string().contains("(did you mean adapters?)"), "{}", err("gpu:adaptors"));
+        assert!(!err("gpu:adaptersx").to_string().contains("adapters=x"), "{}", err("gpu:adaptersx"));
         assert!(err("gpu:adapters:adapters").to_string().contains("twice"));
         // The new word leaves every other short form as it was.
         let s = ok("gpu:i:s:n=2:p=2:h:b=core:v");
