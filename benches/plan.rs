@@ -2,12 +2,14 @@
 //!
 //! 1. `map-by-device plan` on the Turin fixture against `lstopo-no-graphics -i` on the same
 //!    file (hwloc's own XML load, the floor), interleaved, medians: target ratio <= 1.3.
-//! 2. Planning alone on a 64-GPU, 256-core synthetic node with 1,024 tasks (`shared`), and
-//!    with 128 tasks, against loading that node: planning must stay well under a millisecond
-//!    and grow linearly with the task count.
+//! 2. Planning alone on a 64-GPU, 32-HCA, 256-core synthetic node with 1,024 tasks
+//!    (`shared`), and with 128 tasks, against loading that node: planning must stay well under
+//!    a millisecond and grow linearly with the task count; the same with `adapters` (every GPU
+//!    paired with its HCA), side by side, under a millisecond too.
 //! 3. The same node with every planner option that composes: `compact` order, the default
-//!    `bind=split` sharing out each locality (256 tasks, `ppr=4`: one core each), `omp`, and
-//!    1,024 tasks with `compact:shared:overload:omp`: each under a millisecond.
+//!    `bind=split` sharing out each locality (256 tasks, `ppr=4`: one core each), `omp`,
+//!    `adapters`, and 1,024 tasks with `compact:shared:overload:omp:adapters`: each under a
+//!    millisecond.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -75,19 +77,34 @@ fn main() {
         median(runs)
     };
     let spec = Spec::parse("gpu:shared:bind=core:overload").expect("spec");
-    let (small, large) = (time_spec(&spec, 128), time_spec(&spec, 1024));
+    let paired = Spec::parse("gpu:shared:bind=core:overload:adapters").expect("spec");
+    let check = plan(&paired, &node, &StepFacts { ntasks: 64, ..StepFacts::default() }).expect("plan");
+    assert!(check.tasks.iter().all(|t| t.adapters.len() == 1), "every GPU of the benchmark node has its HCA");
+    let (mut small, mut large, mut small_p, mut large_p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Interleaved, so that both specs see the same machine state.
+    for _ in 0..5 {
+        small.push(time_spec(&spec, 128));
+        small_p.push(time_spec(&paired, 128));
+        large.push(time_spec(&spec, 1024));
+        large_p.push(time_spec(&paired, 1024));
+    }
+    let ms = |v: Vec<Duration>| median(v).as_secs_f64() * 1e3;
+    let (small, large, small_p, large_p) = (ms(small), ms(large), ms(small_p), ms(large_p));
     println!(
-        "plan 64 GPUs: 1024 tasks {:.3} ms, 128 tasks {:.3} ms (x{:.1} for x8 tasks, linear = 8), load+enumerate {:.2} ms",
-        large.as_secs_f64() * 1e3,
-        small.as_secs_f64() * 1e3,
-        large.as_secs_f64() / small.as_secs_f64(),
+        "plan 64 GPUs: 1024 tasks {large:.3} ms, 128 tasks {small:.3} ms (x{:.1} for x8 tasks, linear = 8), load+enumerate {:.2} ms",
+        large / small,
         load_time.as_secs_f64() * 1e3
     );
-    let every = Spec::parse("gpu:compact:shared:overload:omp:verbose").expect("spec");
+    println!(
+        "plan 64 GPUs with adapters (32 HCAs): 1024 tasks {large_p:.3} ms (target < 1 ms), 128 tasks {small_p:.3} ms; \
+         x{:.2} of the plan without adapters at 1024 tasks",
+        large_p / large
+    );
+    let every = Spec::parse("gpu:compact:shared:overload:omp:adapters:verbose").expect("spec");
     let split = Spec::parse("gpu:compact:ppr=4:omp").expect("spec");
     let (all_on, shares) = (time_spec(&every, 1024), time_spec(&split, 256));
     println!(
-        "plan 64 GPUs, every option: 1024 tasks compact:shared:overload:omp {:.3} ms, 256 tasks split one core each \
+        "plan 64 GPUs, every option: 1024 tasks compact:shared:overload:omp:adapters {:.3} ms, 256 tasks split one core each \
          (compact:ppr=4:omp) {:.3} ms (target < 1 ms each)",
         all_on.as_secs_f64() * 1e3,
         shares.as_secs_f64() * 1e3

@@ -38,8 +38,9 @@ pub use crate::config::CACHE_FILE_NAME as FILE_NAME;
 /// The lock file slurmd holds while it runs, in the cache directory.
 pub const LOCK_NAME: &str = "topology.lock";
 
-/// Bumped when the file's layout changes (2: the lock moved to a root-only lock file).
-const FORMAT: u32 = 2;
+/// Bumped when the file's layout changes (2: the lock moved to a root-only lock file; 3: each
+/// PCI function carries its chain of PCI bridges).
+const FORMAT: u32 = 3;
 
 /// Larger than any real topology's JSON (a 2,048-PU node with its I/O is a few MB).
 pub const MAX_BYTES: u64 = 64 << 20;

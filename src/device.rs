@@ -4,7 +4,7 @@
 //! [`crate::env`].
 
 use crate::cpuset::CpuSet;
-use crate::topology::PciBusId;
+use crate::topology::{PciBridge, PciBusId};
 use std::fmt;
 
 /// The device classes a spec can name.
@@ -169,6 +169,10 @@ pub struct Device {
     pub locality: CpuSet,
     /// Index of that ancestor in [`crate::topology::Topology::objects`].
     pub locality_obj: usize,
+    /// The PCI bridges between that ancestor and the device, outermost first (host bridge,
+    /// root port, switch ports): what tells two devices under one PCIe switch apart from two
+    /// that only share a NUMA domain. Empty for devices with no PCI parent.
+    pub pci_path: Vec<PciBridge>,
     /// Network: OpenFabrics device name for NCCL/UCX (`mlx5_0`), if any.
     pub ofed_name: Option<String>,
     /// Network: the OpenFabrics ports hwloc reported active (`Port<N>State` = 4), ascending.

@@ -188,6 +188,7 @@ mod tests {
                     hca("mlx5_0", &[("NodeGUID", "x"), ("Port1State", "1"), ("Port2State", "4"), ("Port3State", "4")]),
                     OsDevice { name: "ib0".into(), osdev_type: "Network".into(), subtype: None, infos: vec![] },
                 ],
+                bridges: Vec::new(),
             }],
             loose: vec![LooseOsDevice { osdev: hca("mlx5_9", &[("Port1State", "1")]), locality: 0 }],
             ..Topology::default()

@@ -14,6 +14,9 @@
 //!   per function) are distinct GPUs, not aliases.
 //! - Identities must be unique on the node: a value shared by several GPUs (a sanitised
 //!   export's all-zero UUIDs) names none of them, and is treated as missing.
+//! - Each device carries its function's chain of PCI bridges (`Device::pci_path`) beside its
+//!   locality: pairing a GPU with its network adapter (`adapters`) needs to know which PCIe
+//!   switch or root port two devices share, which the CPU-side locality cannot tell.
 
 use crate::device::{Device, DeviceClass, GpuIdentity, Identity, IdentitySource, Vendor};
 use crate::topology::{LooseOsDevice, OsDevice, PciFunction, Topology};
@@ -112,6 +115,7 @@ fn base_device(
         identity: None,
         locality: topology.objects.get(locality).map(|o| o.cpuset.clone()).unwrap_or_else(|| topology.all_cpus()),
         locality_obj: if locality < topology.objects.len() { locality } else { 0 },
+        pci_path: f.map(|f| f.bridges.clone()).unwrap_or_default(),
         ofed_name,
         active_ports,
         pmix_id: None,

@@ -22,6 +22,9 @@ pub struct VendorVariable {
     pub slurm_gres: bool,
     /// Written even with `env=none` (it names the assignment, selects nothing).
     pub always: bool,
+    /// It names network adapters to a fabric library (NCCL, UCX, PSM3): an adapter one of
+    /// these rows names is one `adapters` may pair with a GPU ([`fabric_variables`]).
+    pub fabric: bool,
     value: fn(&Context) -> Computed,
     valid: fn(&str) -> bool,
 }
@@ -175,8 +178,9 @@ fn ucx(c: &Context) -> Computed {
     }));
     let idle: Vec<&str> = ofa.iter().filter(|d| d.active_ports.is_empty()).map(|d| d.name.as_str()).collect();
     let warning = (!idle.is_empty()).then(|| {
+        let (reports, it) = if idle.len() == 1 { ("reports", "it") } else { ("report", "them") };
         format!(
-            "{} reports no active port, so UCX_NET_DEVICES does not name it (UCX needs device:port)",
+            "{} {reports} no active port, so UCX_NET_DEVICES does not name {it} (UCX needs device:port)",
             idle.join(", ")
         )
     });
@@ -288,6 +292,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)",
         slurm_gres: true,
         always: false,
+        fabric: false,
         value: cuda,
         valid: valid_cuda,
     },
@@ -296,6 +301,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "ROCm ROCr (AMD GPUs, GPU-<16 hex>)",
         slurm_gres: true,
         always: false,
+        fabric: false,
         value: rocr,
         valid: valid_rocr,
     },
@@ -304,6 +310,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "oneAPI Level Zero (Intel GPUs, ordinals under the stated hierarchy)",
         slurm_gres: true,
         always: false,
+        fabric: false,
         value: ze_mask,
         valid: valid_ze_mask,
     },
@@ -312,6 +319,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "oneAPI Level Zero (the model ZE_AFFINITY_MASK is read under)",
         slurm_gres: false,
         always: false,
+        fabric: false,
         value: ze_hierarchy,
         valid: |v| ZeHierarchy::parse(v).is_some(),
     },
@@ -320,6 +328,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "NCCL (InfiniBand/RoCE adapters, =name exact match)",
         slurm_gres: false,
         always: false,
+        fabric: true,
         value: nccl,
         valid: valid_nccl,
     },
@@ -328,6 +337,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "UCX (adapter:port, exact match)",
         slurm_gres: false,
         always: false,
+        fabric: true,
         value: ucx,
         valid: valid_ucx,
     },
@@ -336,6 +346,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "PSM3 (Intel Omni-Path adapters, by name)",
         slurm_gres: false,
         always: false,
+        fabric: true,
         value: psm3,
         valid: valid_psm3,
     },
@@ -344,6 +355,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "OpenMP (omp: one thread per core of the binding, or per thread with hwtcpus)",
         slurm_gres: false,
         always: false,
+        fabric: false,
         value: omp_num_threads,
         valid: |v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()),
     },
@@ -352,6 +364,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "OpenMP (omp: cores, or threads with hwtcpus, of the task's mask)",
         slurm_gres: false,
         always: false,
+        fabric: false,
         value: omp_places,
         valid: |v| v == "cores" || v == "threads",
     },
@@ -360,6 +373,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "OpenMP (omp: spread over the places)",
         slurm_gres: false,
         always: false,
+        fabric: false,
         value: omp_proc_bind,
         valid: |v| v == "spread",
     },
@@ -368,6 +382,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         reader: "PMIx device ids of every assigned device",
         slurm_gres: false,
         always: true,
+        fabric: false,
         value: pmix,
         valid: valid_pmix,
     },
@@ -383,6 +398,17 @@ pub fn slurm_gpu_variables() -> impl Iterator<Item = &'static str> {
     ["SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL"]
         .into_iter()
         .chain(VARIABLES.iter().filter(|v| v.slurm_gres).map(|v| v.name))
+}
+
+/// The fabric variables (`NCCL_IB_HCA`, `UCX_NET_DEVICES`, `PSM3_NIC`) that name network
+/// adapter `d` when a task holds it: the rows' own rules, so that what `adapters` pairs with a
+/// GPU and what the `network` class warns about are exactly what the rows write. A plain
+/// Ethernet port (no OpenFabrics device: a management port, a Slingshot NIC) gets none; so
+/// does an OpenFabrics device of a vendor no row knows (AWS EFA).
+pub fn fabric_variables(d: &Device) -> Vec<&'static str> {
+    let devs = [d];
+    let context = Context { devs: &devs, task_env: &BTreeMap::new(), discovery_model: None, omp: None };
+    VARIABLES.iter().filter(|v| v.fabric && (v.value)(&context).0.is_some()).map(|v| v.name).collect()
 }
 
 /// Every variable name this plugin may write (for docs and the CLI).

@@ -43,8 +43,8 @@
 // read from an XML file.
 
 use crate::cpuset::{CpuSet, MAX_CPU};
-use crate::topology::{CpuObject, LooseOsDevice, ObjKind, OsDevice, PciBusId, PciFunction, Topology};
-use hwlocality::object::attributes::ObjectAttributes;
+use crate::topology::{CpuObject, LooseOsDevice, ObjKind, OsDevice, PciBridge, PciBusId, PciFunction, Topology};
+use hwlocality::object::attributes::{DownstreamAttributes, ObjectAttributes, PCIDeviceAttributes, UpstreamAttributes};
 use hwlocality::object::types::{OSDeviceType, ObjectType};
 use hwlocality::object::TopologyObject;
 use hwlocality::topology::builder::{BuildFlags, StringInputError, TopologyBuilder, TypeFilter};
@@ -319,17 +319,13 @@ fn convert(topo: &hwlocality::Topology) -> Topology {
             continue;
         }
         out.pci.push(PciFunction {
-            busid: PciBusId {
-                domain: u32::from(attr.domain()),
-                bus: attr.bus_id(),
-                device: attr.bus_device(),
-                function: attr.function(),
-            },
+            busid: busid(attr),
             vendor_id: attr.vendor_id(),
             device_id: attr.device_id(),
             class_id: attr.class_id(),
             locality: locality(pci),
             osdevs,
+            bridges: bridges(pci),
         });
     }
     for dev in topo.os_devices() {
@@ -338,6 +334,49 @@ fn convert(topo: &hwlocality::Topology) -> Topology {
         }
     }
     out
+}
+
+/// The I/O ancestors of a PCI function up to its locality, outermost first: hwloc's
+/// `Bridge` objects (kept by the `KeepImportant` filter when they lead to a device it keeps),
+/// and a PCI function above another (rare; kept as a bridge with its own bus as the range).
+fn bridges(pci: &TopologyObject) -> Vec<PciBridge> {
+    let mut out = Vec::new();
+    for obj in pci.ancestors() {
+        let bridge = match (obj.object_type(), obj.attributes()) {
+            (ObjectType::Bridge, Some(ObjectAttributes::Bridge(attr))) => {
+                let busid = attr.upstream_attributes().map(|UpstreamAttributes::PCI(up)| busid(up));
+                match attr.downstream_attributes() {
+                    Some(DownstreamAttributes::PCI(down)) => PciBridge {
+                        busid,
+                        domain: u32::from(down.domain()),
+                        secondary_bus: down.secondary_bus(),
+                        subordinate_bus: down.subordinate_bus(),
+                    },
+                    None => {
+                        PciBridge { busid, domain: busid.map_or(0, |b| b.domain), secondary_bus: 0, subordinate_bus: 0 }
+                    }
+                }
+            }
+            (ObjectType::PCIDevice, Some(ObjectAttributes::PCIDevice(attr))) => {
+                let own = busid(attr);
+                PciBridge { busid: Some(own), domain: own.domain, secondary_bus: own.bus, subordinate_bus: own.bus }
+            }
+            (ObjectType::Bridge | ObjectType::PCIDevice, _) => continue,
+            _ => break, // the locality: the chain ends here
+        };
+        out.push(bridge);
+    }
+    out.reverse();
+    out
+}
+
+fn busid(attr: &PCIDeviceAttributes) -> PciBusId {
+    PciBusId {
+        domain: u32::from(attr.domain()),
+        bus: attr.bus_id(),
+        device: attr.bus_device(),
+        function: attr.function(),
+    }
 }
 
 /// Appends `obj`, its memory children (NUMA nodes) and then its normal children, depth

@@ -35,14 +35,25 @@ pub fn cpus_text(task: &TaskPlan) -> String {
     task.cpus.as_ref().map_or_else(|| "unchanged".to_string(), |c| c.to_list())
 }
 
-/// A task's devices, `gpu 0000:06:00.0 cuda0 GPU-..., ...`, or `no device`.
+/// A task's devices, `gpu 0000:06:00.0 cuda0 GPU-..., ...`, or `no device`; then its paired
+/// adapters, `paired network 0000:03:00.0 mlx5_0` with `(shared with task 1)` when other
+/// tasks of the node have the same one.
 pub fn devices_text(node: &Node, task: &TaskPlan) -> String {
-    let devices: Vec<String> = task
+    let mut devices: Vec<String> = task
         .devices
         .iter()
         .filter_map(|&i| node.devices.get(i))
         .map(|d| format!("{} {}", d.class, device_label(d)))
         .collect();
+    for p in &task.adapters {
+        let Some(d) = node.devices.get(p.device) else { continue };
+        let shared = match p.shared_with(task.task).as_slice() {
+            [] => String::new(),
+            [one] => format!(" (shared with task {one})"),
+            many => format!(" (shared with tasks {})", many.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+        };
+        devices.push(format!("paired {} {}{shared}", d.class, device_label(d)));
+    }
     if devices.is_empty() {
         "no device".to_string()
     } else {
@@ -119,18 +130,33 @@ pub fn devices_json(devices: &[&Device]) -> Value {
     json!({ "devices": devices.iter().map(|d| device_json(d, true)).collect::<Vec<_>>() })
 }
 
-/// `{"tasks":[{"task","devices":[{"class","busid","name","id"}],"cpus","env"}],"warnings":[]}`
+/// `{"tasks":[{"task","devices":[{"class","busid","name","id"}],"cpus","env"}],"warnings":[]}`;
+/// with `adapters`, each task also has `"adapters":[{"class","busid","name","id","shared_with"}]`.
 pub fn plan_json(node: &Node, plan: &Plan) -> Value {
     let tasks: Vec<Value> = plan
         .tasks
         .iter()
         .map(|t| {
-            json!({
+            let mut task = json!({
                 "task": t.task,
                 "devices": t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| device_json(d, false)).collect::<Vec<_>>(),
                 "cpus": t.cpus.as_ref().map(|c| c.to_list()),
                 "env": t.env,
-            })
+            });
+            if !t.adapters.is_empty() {
+                let adapters: Vec<Value> = t
+                    .adapters
+                    .iter()
+                    .filter_map(|p| node.devices.get(p.device).map(|d| (p, d)))
+                    .map(|(p, d)| {
+                        let mut v = device_json(d, false);
+                        v["shared_with"] = json!(p.shared_with(t.task));
+                        v
+                    })
+                    .collect();
+                task["adapters"] = json!(adapters);
+            }
+            task
         })
         .collect();
     json!({ "tasks": tasks, "warnings": plan.warnings })

@@ -1,5 +1,6 @@
 //! The node's hardware as plain data: the CPU tree (machine, packages, groups, NUMA nodes,
-//! caches, cores, hardware threads) and the PCI functions with their OS devices and info keys.
+//! caches, cores, hardware threads) and the PCI functions with their OS devices, info keys
+//! and the chain of PCI bridges (host bridge, root port, switch ports) above each.
 //!
 //! This is what the hwloc loader (`crate::load`) produces and everything after it reads.
 //! Nothing here knows about hwloc's API or about Slurm, so the enumerator and the planner are
@@ -88,6 +89,34 @@ impl std::str::FromStr for PciBusId {
     }
 }
 
+/// A PCI bridge above a function, identified as hwloc gives it: a host bridge by the domain
+/// and bus range below it (hwloc gives it no bus id), a PCI-to-PCI bridge (root port, switch
+/// port) by its own bus id. Two functions under the same bridge object have equal entries in
+/// their [`PciFunction::bridges`] chains, which is how the planner finds the PCIe switch or
+/// root port two devices share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct PciBridge {
+    /// The bridge's own address; `None` for a host bridge.
+    pub busid: Option<PciBusId>,
+    /// The PCI domain of the buses below it.
+    pub domain: u32,
+    /// The lowest and highest bus number below it (`bridge_pci="0000:[2c-3b]"` in an XML).
+    pub secondary_bus: u8,
+    pub subordinate_bus: u8,
+}
+
+impl fmt::Display for PciBridge {
+    /// `0000:2d:04.0` for a PCI bridge, `host bridge 0000:[2b-3b]` for a host bridge.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.busid {
+            Some(b) => write!(f, "{b}"),
+            None => {
+                write!(f, "host bridge {:04x}:[{:02x}-{:02x}]", self.domain, self.secondary_bus, self.subordinate_bus)
+            }
+        }
+    }
+}
+
 /// An hwloc OS device (`cuda0`, `nvml0`, `renderD128`, `mlx5_0`, `ib0`, `nvme0n1` ...).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OsDevice {
@@ -122,6 +151,9 @@ pub struct PciFunction {
     /// Index into [`Topology::objects`] of the nearest non-I/O ancestor (the locality).
     pub locality: usize,
     pub osdevs: Vec<OsDevice>,
+    /// The PCI bridges between the locality and the function, outermost (the host bridge)
+    /// first; empty when hwloc put the function right under its locality.
+    pub bridges: Vec<PciBridge>,
 }
 
 impl PciFunction {

@@ -197,6 +197,32 @@ fn plan_json_format() {
 }
 
 #[test]
+fn plan_with_adapters_names_each_tasks_adapter_and_who_shares_it() {
+    let dgx = topo("dgx2-mlx5.xml");
+    let out = ok(&["plan", "--topology", &dgx, "-n", "2", "gpu:adapters"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    contains_all(
+        lines[0],
+        &["gpu 0000:34:00.0 cuda0 GPU-", ", paired network 0000:35:00.0 mlx5_0 (shared with task 1); cpus 0-11,48-59;"],
+    );
+    contains_all(lines[1], &["(shared with task 0)", "NCCL_IB_HCA==mlx5_0", "UCX_NET_DEVICES=mlx5_0:1", ",fab://"]);
+    let out = ok(&["plan", "--topology", &dgx, "-n", "2", "--json", "gpu:adapters"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let t = &v["tasks"][0];
+    assert_eq!(ordered(t), ["task", "devices", "cpus", "env", "adapters"], "{t}");
+    assert_eq!(ordered(&t["adapters"][0]), ["class", "busid", "name", "id", "shared_with"]);
+    assert_eq!(
+        (&t["adapters"][0]["name"], &t["adapters"][0]["shared_with"]),
+        (&Value::from("mlx5_0"), &serde_json::json!([1]))
+    );
+    // No adapter near the GPUs: the plan runs, and says so on the table's warning line.
+    let out = ok(&["plan", "--topology", &topo("far-hca.xml"), "-n", "2", "gpu:adapters"]);
+    assert!(out.contains("\nwarning: adapters: no network adapter is nearer than the whole machine"), "{out}");
+    assert!(!out.contains("NCCL_IB_HCA"), "{out}");
+}
+
+#[test]
 fn plan_table_names_task_devices_cpus_and_variables() {
     let out = ok(&["plan", "--topology", &topo("turin-h200.xml"), "-n", "2", "gpu:interleave:bind=core"]);
     let lines: Vec<&str> = out.lines().collect();
@@ -217,6 +243,8 @@ fn refusals_exit_2_with_one_error_line_and_no_stdout() {
         (vec!["plan", "--topology", &turin, "-n", "1", "gpu,ndev=2"], "a comma does not separate qualifiers"),
         (vec!["plan", "--topology", &turin, "-n", "5", "gpu"], "add :shared"),
         (vec!["plan", "--topology", &turin, "-n", "1", "gpu:interleave=node"], "interleave=node"),
+        (vec!["plan", "--topology", &turin, "-n", "1", "network:adapters"], "write gpu:adapters"),
+        (vec!["plan", "--topology", &turin, "-n", "1", "mlx5_0:adapters"], "mlx5_0 is a network device"),
         (vec!["plan", "--topology", &no_gpu, "-n", "1", "gpu"], "has no gpu devices"),
         (vec!["plan", "--topology", &drm, "-n", "1", "gpu"], "cannot be named to its runtime"),
         (vec!["plan", "--topology", "/nonexistent/topo.xml", "-n", "1", "gpu"], "/nonexistent/topo.xml"),
@@ -350,7 +378,7 @@ fn fixtures() -> Vec<String> {
 }
 
 /// The expected `check --topology` status of the fixtures, and why.
-const CHECK_STATUS: [(&str, i32, &str); 12] = [
+const CHECK_STATUS: [(&str, i32, &str); 14] = [
     ("turin-h200.xml", 0, "NVML identities"),
     ("uneven-3plus1.xml", 0, "NVML identities"),
     ("degenerate-one-complex.xml", 0, "NVML identities"),
@@ -360,6 +388,8 @@ const CHECK_STATUS: [(&str, i32, &str); 12] = [
     ("no-gpu.xml", 0, "no GPU"),
     ("synthetic-64gpu.xml", 0, "NVML identities"),
     ("e2e-2gpu.xml", 0, "NVML identities"),
+    ("far-hca.xml", 0, "NVML identities"),
+    ("dgx2-mlx5.xml", 0, "NVML identities"),
     ("intel-pvc.xml", 1, "Level Zero ordinals without a hierarchy model"),
     ("drm-only.xml", 1, "DRM-only GPUs without driver files"),
     ("e2e-2gpu-drm.xml", 1, "DRM-only GPUs without driver files"),

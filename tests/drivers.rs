@@ -91,6 +91,7 @@ fn amd_drm_topology() -> Topology {
         class_id: 0x0380,
         locality: loc,
         osdevs: vec![drm(&format!("card{n}")), drm(&format!("renderD{}", 128 + n))],
+        bridges: Vec::new(),
     };
     Topology {
         hostname: Some("amd-drm".into()),

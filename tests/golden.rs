@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The specs every topology is planned with, and the task counts.
-const CASES: [(&str, u32); 10] = [
+const CASES: [(&str, u32); 12] = [
     ("gpu", 1),
     ("gpu", 4),
     ("gpu:interleave:bind=core", 4),
@@ -29,6 +29,8 @@ const CASES: [(&str, u32); 10] = [
     ("network:interleave=numa:bind=core", 4),
     ("block:bind=l3cache", 1),
     ("gpu:closest", 2),
+    ("gpu:adapters", 4),
+    ("gpu:ndev=2:adapters", 2),
 ];
 
 /// The header every expected file starts with: what its records mean.

@@ -258,6 +258,40 @@ fn lassen_keeps_pci_domains_and_nic_ports() {
     assert_eq!(mlx.osdev_type, "OpenFabrics");
 }
 
+/// A function's bridge chain as text, outermost first.
+fn chain(t: &Topology, busid: &str) -> Vec<String> {
+    function(t, busid).bridges.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn turin_gpu_and_its_hca_share_the_switch_upstream_port() {
+    let t = load("turin-4gpu-nvml.xml");
+    // GPU0 sits two switch levels below the ConnectX-7's integrated switch; mlx5_0 is on its
+    // first downstream port: both hang off 0000:01:00.0, the switch's upstream port.
+    assert_eq!(
+        chain(&t, "0000:06:00.0"),
+        ["host bridge 0000:[00-07]", "0000:00:01.1", "0000:01:00.0", "0000:02:02.0", "0000:04:00.0", "0000:05:00.0"]
+    );
+    assert_eq!(chain(&t, "0000:03:00.0"), ["host bridge 0000:[00-07]", "0000:00:01.1", "0000:01:00.0", "0000:02:00.0"]);
+    // The management port has its own root port under another host bridge.
+    assert_eq!(chain(&t, "0000:51:00.0"), ["host bridge 0000:[50-54]", "0000:50:03.4"]);
+    let host = function(&t, "0000:03:00.0").bridges[0];
+    assert_eq!((host.busid, host.domain, host.secondary_bus, host.subordinate_bus), (None, 0, 0x00, 0x07));
+}
+
+#[test]
+fn dgx2_gpu_pairs_share_their_lower_switch() {
+    let t = load("nvidiaDGX2.xml");
+    let (a, b) = (chain(&t, "0000:34:00.0"), chain(&t, "0000:36:00.0"));
+    assert_eq!(a.len(), 6, "{a:?}");
+    assert_eq!(a[..5], b[..5], "nvml0 and nvml1 share five bridges, down to 0000:32:00.0");
+    assert_eq!((a[4].as_str(), a[5].as_str(), b[5].as_str()), ("0000:32:00.0", "0000:33:00.0", "0000:33:10.0"));
+    // The next pair is under the same upper switch (0000:2d), not the same lower one.
+    let c = chain(&t, "0000:39:00.0");
+    assert_eq!(c[..3], a[..3]);
+    assert_ne!(c[3], a[3]);
+}
+
 #[test]
 fn v1_xml_files_load_with_their_devices() {
     let sierra = load("sierra.xml");
@@ -443,4 +477,5 @@ fn topology_json_round_trip() {
     let back: map_by_device::topology::Topology = serde_json::from_str(&json).unwrap();
     assert_eq!(back, topo);
     assert!(json.contains("\"0000:06:00.0\""), "bus ids as text");
+    assert!(topo.pci.iter().all(|f| !f.bridges.is_empty()), "every Turin fixture function has its bridges");
 }

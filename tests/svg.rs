@@ -51,7 +51,7 @@ fn devices_picture(node: &Node) -> String {
 }
 
 /// (golden file, fixture, spec, tasks); an empty spec is the devices view.
-const GOLDEN: [(&str, &str, &str, u32); 8] = [
+const GOLDEN: [(&str, &str, &str, u32); 9] = [
     ("e2e-2gpu-gpu-n2", "e2e-2gpu.xml", "gpu", 2),
     ("turin-h200-gpu-interleave-n4", "turin-h200.xml", "gpu:interleave:bind=core", 4),
     ("turin-h200-gpu-shared-n8", "turin-h200.xml", "gpu:shared:bind=core", 8),
@@ -60,6 +60,7 @@ const GOLDEN: [(&str, &str, &str, u32); 8] = [
     ("degenerate-machine-gpu-n2", "degenerate-machine.xml", "gpu:bind=core", 2),
     ("omnipath-hfi1_1-shared-n4", "omnipath.xml", "hfi1_1:shared:pe=2", 4),
     ("drm-only-devices", "drm-only.xml", "", 0),
+    ("dgx2-mlx5-gpu-adapters-n8", "dgx2-mlx5.xml", "gpu:adapters:bind=core", 8),
 ];
 
 /// A golden picture starts with a comment saying what it records and how it is compared.
@@ -109,7 +110,7 @@ fn golden_pictures_say_what_they_said() {
 }
 
 /// The specs of `tests/golden.rs`, drawn on every topology.
-const CASES: [(&str, u32); 11] = [
+const CASES: [(&str, u32); 13] = [
     ("gpu", 1),
     ("gpu", 4),
     ("gpu:interleave:bind=core", 4),
@@ -120,6 +121,8 @@ const CASES: [(&str, u32); 11] = [
     ("network:interleave=numa:bind=core", 4),
     ("block:bind=l3cache", 1),
     ("gpu:closest", 2),
+    ("gpu:adapters", 4),
+    ("gpu:ndev=2:adapters", 2),
     ("none", 4),
 ];
 

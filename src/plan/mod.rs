@@ -4,8 +4,9 @@
 //! "Binding, and the bind ceiling"):
 //! 1. [`order`]: which devices, in which order;
 //! 2. [`assign`]: which task gets which devices;
-//! 3. [`bind`]: which CPUs each task gets;
-//! 4. the environment from [`crate::env`], here.
+//! 3. [`pair`]: with `adapters`, which network adapters go with each task's GPUs;
+//! 4. [`bind`]: which CPUs each task gets (from the task's own devices, never its adapters);
+//! 5. the environment from [`crate::env`], here, over the task's devices and adapters.
 //!
 //! Pure: no I/O, no Slurm, no hwloc, no process environment.
 
@@ -13,6 +14,7 @@ mod assign;
 mod bind;
 mod facts;
 mod order;
+mod pair;
 
 pub use facts::{
     parse_step_gpus, visible_devices, StepFacts, StepGpusError, VisibleDevices, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
@@ -32,10 +34,32 @@ pub struct TaskPlan {
     pub task: u32,
     /// Indexes into [`Node::devices`].
     pub devices: Vec<usize>,
+    /// `adapters`: the network adapters paired with the task's GPUs, in bus order (empty
+    /// without `adapters`). Named in the environment beside the GPUs; the CPUs follow the
+    /// GPUs alone.
+    pub adapters: Vec<Paired>,
     /// The CPU mask to apply; `None` = leave the task's mask alone (`bind=none`, `closest`).
     pub cpus: Option<CpuSet>,
     /// Variables to set in the task's environment (replacing existing values).
     pub env: BTreeMap<String, String>,
+}
+
+/// A network adapter paired with a task's GPU, and who on the node has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paired {
+    /// Index into [`Node::devices`].
+    pub device: usize,
+    /// Every local task paired with this adapter, ascending, the task itself included
+    /// (several GPUs under one switch with one HCA share it; that needs no `shared`). One list
+    /// per adapter, shared by its tasks' entries.
+    pub holders: std::sync::Arc<[u32]>,
+}
+
+impl Paired {
+    /// The other local tasks paired with the same adapter as `task`, ascending.
+    pub fn shared_with(&self, task: u32) -> Vec<u32> {
+        self.holders.iter().copied().filter(|&t| t != task).collect()
+    }
 }
 
 /// The whole node's plan for one step.
@@ -82,6 +106,8 @@ pub enum PlanError {
     StepGpuOutOfRange { index: u32, have: usize, host: String },
     #[error("tasks {first} and {second} are both closest to {device}: add :shared to let them share it, or bind the tasks apart")]
     ClosestCollision { first: u32, second: u32, device: String },
+    #[error("adapters gives each task the network adapters nearest its GPUs, but {name} is a {class} device: map a GPU with :adapters, or drop adapters")]
+    AdaptersWithoutGpu { name: String, class: DeviceClass },
     #[error("device {devices} cannot be named: {source}")]
     InvalidValue { devices: String, source: crate::env::InvalidValue },
     #[error("task {task} asks for {want} {unit}, but the locality of {device} has {have} within the step's CPUs (CPUs {locality_cpus}): ask for fewer (pe=, --cpus-per-task), or give each task more devices (ndev=) so that its locality is larger")]
@@ -107,8 +133,10 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     if spec.compact {
         list = order::compact(&node.devices, &list);
     }
+    pair::check_target(spec, node, &list)?;
     let assignment = assign::tasks(spec, node, facts, &list, &class_word, &mut plan.warnings)?;
     order::degenerate_warning(node, &list, &class_word, spec, &mut plan.warnings);
+    let pairs = spec.adapters.then(|| pair::NodePairs::new(node));
 
     let bind = spec.bind_level();
     let allowed = facts.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
@@ -122,31 +150,82 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
                 .into(),
         );
     }
-    let mut env_cache = HashMap::new();
     let core_of_pu = if spec.omp == Some(true) { topo.core_of_pu() } else { Vec::new() };
     let mut scratch = Vec::new();
-    for (t, devs) in assignment.into_iter().enumerate() {
-        let refs: Vec<&Device> = devs.iter().filter_map(|&i| node.devices.get(i)).collect();
-        let cpus = binder.bind_task(t as u32, &node.devices, &devs)?;
+    let adapters = pair::adapters_by_group(pairs.as_ref(), &assignment);
+    // Tasks with the same devices share their adapters and, for the same OpenMP places,
+    // their variables.
+    let mut groups: HashMap<&[usize], Group> = HashMap::new();
+    for (t, devs) in assignment.iter().enumerate() {
+        let group = groups.entry(devs).or_insert_with(|| Group::new(node, devs, &adapters));
+        let cpus = binder.bind_task(t as u32, &node.devices, devs)?;
         let places = omp_places(spec, &core_of_pu, &mut scratch, cpus.as_ref());
-        let (env, warnings) = env_cache
-            .entry((devs.clone(), places))
-            .or_insert_with(|| crate::env::task_env(&refs, &facts.env, node.options.ze_hierarchy, spec.env, places))
-            .clone()
-            .map_err(|source| PlanError::InvalidValue {
-                devices: refs.iter().map(|d| crate::env::shown(&d.name)).collect::<Vec<_>>().join(", "),
-                source,
-            })?;
+        let (env, warnings) = group.environment(facts, node, spec, places)?;
         for w in warnings {
             let line = format!("task {t}: {w}");
             if !plan.warnings.contains(&line) {
                 plan.warnings.push(line);
             }
         }
-        plan.tasks.push(TaskPlan { task: t as u32, devices: devs, cpus, env });
+        plan.tasks.push(TaskPlan { task: t as u32, devices: devs.clone(), adapters: group.paired.clone(), cpus, env });
     }
     plan.warnings.append(&mut binder.warnings);
+    if let Some(pairs) = &pairs {
+        pairs.warnings(node, &plan.tasks, &mut plan.warnings);
+    }
+    pair::unnamed_adapters_warning(spec, node, &plan.tasks, &mut plan.warnings);
     Ok(plan)
+}
+
+/// A task's variables and the warnings their rules gave.
+type Environment = (BTreeMap<String, String>, Vec<String>);
+
+/// What the tasks holding one group of devices have in common: the paired adapters and the
+/// variables, once per OpenMP placement (only `omp` makes these differ between tasks of a
+/// group).
+struct Group<'a> {
+    /// The group's devices, then its adapters: the devices the variables name.
+    named: Vec<&'a Device>,
+    /// How many of `named` are the group's own devices.
+    own: usize,
+    paired: Vec<Paired>,
+    envs: Vec<(Option<crate::env::Places>, Result<Environment, PlanError>)>,
+}
+
+impl<'a> Group<'a> {
+    fn new(node: &'a Node, devs: &[usize], adapters: &HashMap<&[usize], Vec<Paired>>) -> Group<'a> {
+        let paired = adapters.get(devs).cloned().unwrap_or_default();
+        let mut named: Vec<&Device> = devs.iter().filter_map(|&i| node.devices.get(i)).collect();
+        let own = named.len();
+        named.extend(paired.iter().filter_map(|p| node.devices.get(p.device)));
+        Group { named, own, paired, envs: Vec::new() }
+    }
+
+    /// The variables of a task of this group with these OpenMP places: the GPUs' and their
+    /// adapters', from the same rows, or the value a variable's grammar refuses.
+    fn environment(
+        &mut self,
+        facts: &StepFacts,
+        node: &Node,
+        spec: &Spec,
+        places: Option<crate::env::Places>,
+    ) -> Result<Environment, PlanError> {
+        if let Some((_, env)) = self.envs.iter().find(|(p, _)| *p == places) {
+            return env.clone();
+        }
+        let env = crate::env::task_env(&self.named, &facts.env, node.options.ze_hierarchy, spec.env, places).map_err(
+            |source| PlanError::InvalidValue {
+                devices: self.named[..self.own]
+                    .iter()
+                    .map(|d| crate::env::shown(&d.name))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                source,
+            },
+        );
+        self.envs.push((places, env.clone()));
+        env
+    }
 }
 
 /// With `omp`, the places of a bound task's mask: its cores, or its hardware threads with

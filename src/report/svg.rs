@@ -149,7 +149,8 @@ impl<'a> View<'a> {
             for cpu in t.cpus.iter().flat_map(CpuSet::iter) {
                 self.cpu_tasks.entry(cpu).or_default().push(t.task);
             }
-            for &d in &t.devices {
+            // A paired adapter is the task's too: drawn in its colour, shared in stripes.
+            for d in t.devices.iter().copied().chain(t.adapters.iter().map(|p| p.device)) {
                 let list = self.device_tasks.entry(d).or_default();
                 if !list.contains(&t.task) {
                     list.push(t.task);
@@ -162,8 +163,13 @@ impl<'a> View<'a> {
                 super::env_text(t),
             ];
             lines.extend(self.sharing(plan, t));
-            let names: Vec<&str> =
-                t.devices.iter().filter_map(|&d| self.node.devices.get(d)).map(|d| d.name.as_str()).collect();
+            let names: Vec<&str> = t
+                .devices
+                .iter()
+                .chain(t.adapters.iter().map(|p| &p.device))
+                .filter_map(|&d| self.node.devices.get(d))
+                .map(|d| d.name.as_str())
+                .collect();
             let color = self.colors.get(&t.task).cloned().unwrap_or_default();
             self.rows.push(Row {
                 class: "task",
@@ -195,6 +201,7 @@ impl<'a> View<'a> {
                 parts.push(format!("shares CPUs {common} with {}", plural(&with)));
             }
         }
+        // (A paired adapter's sharing is in the device text already: "(shared with task 1)".)
         for &d in &t.devices {
             let others: Vec<u32> =
                 self.device_tasks.get(&d).into_iter().flatten().copied().filter(|&o| o != t.task).collect();

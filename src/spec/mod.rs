@@ -80,6 +80,8 @@ pub struct Spec {
     pub bind: Option<BindLevel>,
     /// `closest`: pick the device nearest to the task's existing binding.
     pub closest: bool,
+    /// `adapters`: also give each task the network adapters nearest its GPUs (`gpu` only).
+    pub adapters: bool,
     /// `verbose`: report each task's assignment.
     pub verbose: bool,
     /// `ppr=N`: N consecutive tasks per device (or group of `ndev`); `None`: one.
@@ -126,6 +128,8 @@ pub enum SpecError {
     Repeated { name: &'static str, spec: String },
     #[error("'none' takes no qualifiers, but {spec:?} has some: write just none")]
     NoneWithQualifiers { spec: String },
+    #[error("adapters gives each task the network adapters nearest its GPUs, but {class} maps no GPU: write gpu:adapters (each task its GPU and the adapter next to it), or drop adapters")]
+    AdaptersNeedGpus { class: DeviceClass },
     #[error("{first} and {second} cannot be combined: {reason}")]
     Conflict { first: &'static str, second: &'static str, reason: &'static str },
     #[error("bad device id in {given:?}: expected {expected}")]
@@ -147,10 +151,11 @@ enum Qualifier {
     Env,
     Omp,
     Closest,
+    Adapters,
     Verbose,
 }
 
-const QUALIFIERS: [(&str, Qualifier); 13] = [
+const QUALIFIERS: [(&str, Qualifier); 14] = [
     ("interleave", Qualifier::Interleave),
     ("shared", Qualifier::Shared),
     ("ndev", Qualifier::Ndev),
@@ -163,6 +168,7 @@ const QUALIFIERS: [(&str, Qualifier); 13] = [
     ("env", Qualifier::Env),
     ("omp", Qualifier::Omp),
     ("closest", Qualifier::Closest),
+    ("adapters", Qualifier::Adapters),
     ("verbose", Qualifier::Verbose),
 ];
 
@@ -183,7 +189,12 @@ impl Qualifier {
     fn takes_value(self) -> bool {
         !matches!(
             self,
-            Qualifier::Compact | Qualifier::Hwtcpus | Qualifier::Overload | Qualifier::Closest | Qualifier::Verbose
+            Qualifier::Compact
+                | Qualifier::Hwtcpus
+                | Qualifier::Overload
+                | Qualifier::Closest
+                | Qualifier::Adapters
+                | Qualifier::Verbose
         )
     }
 }
@@ -301,6 +312,7 @@ impl Spec {
             hwtcpus: false,
             bind: None,
             closest: false,
+            adapters: false,
             verbose: false,
             ppr: None,
             overload: false,
@@ -400,6 +412,7 @@ impl Spec {
             Qualifier::Hwtcpus => flag(&mut self.hwtcpus)?,
             Qualifier::Overload => flag(&mut self.overload)?,
             Qualifier::Closest => flag(&mut self.closest)?,
+            Qualifier::Adapters => flag(&mut self.adapters)?,
             Qualifier::Verbose => flag(&mut self.verbose)?,
         }
         Ok(())
@@ -408,6 +421,11 @@ impl Spec {
     /// The qualifiers that cannot be combined, refused with the reason and the fix.
     fn check_combinations(&self) -> Result<(), SpecError> {
         let spec = self;
+        if let (true, Target::Class(class @ (DeviceClass::Network | DeviceClass::Block))) =
+            (spec.adapters, &spec.target)
+        {
+            return Err(SpecError::AdaptersNeedGpus { class: *class });
+        }
         if spec.closest {
             if spec.bind.is_some_and(|b| b != BindLevel::None) {
                 return Err(SpecError::Conflict {
@@ -537,6 +555,9 @@ impl fmt::Display for Spec {
         if self.closest {
             f.write_str(":closest")?;
         }
+        if self.adapters {
+            f.write_str(":adapters")?;
+        }
         if self.verbose {
             f.write_str(":verbose")?;
         }
@@ -634,6 +655,32 @@ mod tests {
     }
 
     #[test]
+    fn adapters_pairs_gpus_only() {
+        for given in ["gpu:adapters", "gpu:a", "gpu:ADAPT", "GPU-2fa8685e:adapters"] {
+            assert!(ok(given).adapters, "{given}");
+        }
+        assert!(!ok("gpu").adapters);
+        assert!(ok("gpu:adapters:ndev=2:shared").adapters);
+        // A named device may be a GPU: that is known on the node, not here.
+        assert!(ok("cuda0:adapters").adapters);
+        for given in ["network:adapters", "nic:a", "block:adapters"] {
+            let e = err(given);
+            assert!(matches!(e, SpecError::AdaptersNeedGpus { .. }), "{given}: {e}");
+            assert!(e.to_string().contains("gpu:adapters"), "{e}");
+        }
+        assert!(err("gpu:adapters=2").to_string().contains("adapters=2"));
+        // A near miss is named; a word that takes no value is never read as run into one.
+        assert!(err("gpu:adaptors").to_string().contains("(did you mean adapters?)"), "{}", err("gpu:adaptors"));
+        assert!(!err("gpu:adaptersx").to_string().contains("adapters=x"), "{}", err("gpu:adaptersx"));
+        assert!(err("gpu:adapters:adapters").to_string().contains("twice"));
+        // The new word leaves every other short form as it was.
+        let s = ok("gpu:i:s:n=2:p=2:h:b=core:v");
+        assert!(s.interleave.is_some() && s.shared && s.hwtcpus && s.verbose && !s.adapters);
+        assert_eq!((s.ndev, s.pe), (2, Some(2)));
+        assert!(ok("gpu:c").closest);
+    }
+
+    #[test]
     fn bind_defaults() {
         assert_eq!(ok("gpu").bind_level(), BindLevel::Split);
         assert_eq!(ok("gpu:bind=locality").bind_level(), BindLevel::Locality);
@@ -707,6 +754,8 @@ mod tests {
             "0000:06:00.0:shared",
             "mlx5_0:closest",
             "none",
+            "gpu:ndev=2:adapters:verbose",
+            "cuda0:closest:adapters",
         ] {
             let spec = ok(s);
             assert_eq!(spec.to_string(), s);

@@ -159,6 +159,32 @@ c_verbose() {
         expect_err "map-by-device: $E2E_NODE, task 1 (global 1): gpu 0000:65:00.0 cuda1 $UUID1; CPUs 1 set; CUDA_VISIBLE_DEVICES=$UUID1"
 }
 
+c_adapters() {
+    set_plugstack "topology=$FIX"
+    # Each task its GPU and the HCA beside it (same host bridge): both named, bound to the GPU's CPU.
+    probe -n 2 --map-by-device=gpu:adapters:verbose
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" =mlx5_0 mlx5_0:1; line 1 1 "$UUID1" =mlx5_1 mlx5_1:1)" &&
+        expect_err "map-by-device: $E2E_NODE, task 0 (global 0): gpu 0000:17:00.0 cuda0 $UUID0, paired network 0000:18:00.0 mlx5_0; CPUs 0 set; CUDA_VISIBLE_DEVICES=$UUID0 NCCL_IB_HCA==mlx5_0" &&
+        expect_err "map-by-device: $E2E_NODE, task 1 (global 1): gpu 0000:65:00.0 cuda1 $UUID1, paired network 0000:66:00.0 mlx5_1; CPUs 1 set;" ||
+        return 1
+    # PMIX_DEVICE_ID names the GPU, then its adapter, as the task sees it.
+    run srun -n 2 --map-by-device=gpu:adapters bash -c 'echo "task=$SLURM_LOCALID PMIX_DEVICE_ID=${PMIX_DEVICE_ID:--}"'
+    OUT=$(sed 's#gpu://[^:]*::#gpu://HOST::#' <<<"$OUT" | sort)
+    expect_rc 0 && expect_out "task=0 PMIX_DEVICE_ID=gpu://HOST::nvml0,fab://9c63:c003:004d:2030::9c63:c003:004d:2030
+task=1 PMIX_DEVICE_ID=gpu://HOST::nvml1,fab://9c63:c003:004d:2031::9c63:c003:004d:2031" || return 1
+    # Four tasks on two GPUs: tasks 0 and 2 share GPU 0 and its HCA, which needs no more than
+    # the GPU's :shared (and :overload for the one CPU each GPU has), and verbose says who shares.
+    probe -n 4 --map-by-device=gpu:shared:adapters:overload:verbose
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" =mlx5_0 mlx5_0:1; line 1 1 "$UUID1" =mlx5_1 mlx5_1:1
+        line 2 0 "$UUID0" =mlx5_0 mlx5_0:1; line 3 1 "$UUID1" =mlx5_1 mlx5_1:1)" &&
+        expect_err "task 0 (global 0): gpu 0000:17:00.0 cuda0 $UUID0, paired network 0000:18:00.0 mlx5_0 (shared with task 2); CPUs 0 set;" &&
+        expect_err "task 3 (global 3): gpu 0000:65:00.0 cuda1 $UUID1, paired network 0000:66:00.0 mlx5_1 (shared with task 1); CPUs 1 set;" ||
+        return 1
+    # Without a GPU to pair, the submission is refused before anything runs.
+    run srun -n 1 --map-by-device=network:adapters true
+    expect_fail && expect_err "write gpu:adapters"
+}
+
 c_network() {
     set_plugstack "topology=$FIX"
     probe -n 2 --map-by-device=network
@@ -1106,6 +1132,7 @@ AFFINITY_CASES=(
     "gpu:bind=none names the GPU and keeps Slurm's CPUs|c_bind_none"
     "gpu:verbose prints one line per task on the terminal|c_verbose"
     "network: NCCL_IB_HCA and UCX_NET_DEVICES, CPU next to the HCA|c_network"
+    "gpu:adapters: each task its GPU and the HCA beside it, shared pairs said in verbose|c_adapters"
     "ndev=2 with --cpus-per-task=2 and bind=core|c_ndev_cpus_per_task"
     "the plugin's mask wins over --cpu-bind (none/cores/map/mask, 20 runs each)|c_mask_wins"
     "closest picks the GPU next to Slurm's binding|c_closest"

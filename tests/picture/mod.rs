@@ -6,7 +6,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use map_by_device::node::Node;
-use map_by_device::plan::{Plan, PlanError};
+use map_by_device::plan::{Plan, PlanError, TaskPlan};
 use map_by_device::report;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -300,7 +300,9 @@ impl Picture {
             }
         }
         for (i, d) in node.devices.iter().enumerate() {
-            let want: Vec<u32> = plan.tasks.iter().filter(|t| t.devices.contains(&i)).map(|t| t.task).collect();
+            // A paired adapter is drawn as its tasks' device too.
+            let holds = |t: &&TaskPlan| t.devices.contains(&i) || t.adapters.iter().any(|p| p.device == i);
+            let want: Vec<u32> = plan.tasks.iter().filter(holds).map(|t| t.task).collect();
             let stripes: Vec<(u32, String)> = want.iter().map(|&t| (t, color(t))).collect();
             let Some(p) = self.devices.get(&d.name) else { continue };
             let id = d.gpu_id().map(|i| i.display_id()).unwrap_or_default();
@@ -317,7 +319,12 @@ impl Picture {
                 bad.push(format!("task {} has no legend entry", t.task));
                 continue;
             };
-            let names: Vec<String> = t.devices.iter().map(|&i| node.devices[i].name.clone()).collect();
+            let names: Vec<String> = t
+                .devices
+                .iter()
+                .chain(t.adapters.iter().map(|p| &p.device))
+                .map(|&i| node.devices[i].name.clone())
+                .collect();
             let text: String = l.text.split_whitespace().collect();
             let missing: Vec<String> = [report::cpus_text(t), report::devices_text(node, t), report::env_text(t)]
                 .into_iter()

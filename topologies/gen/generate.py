@@ -538,6 +538,10 @@ CPU_SPR_MAX = [("CPUVendor", "GenuineIntel"), ("CPUFamilyNumber", "6"), ("CPUMod
                ("CPUModel", "Intel(R) Xeon(R) CPU Max 9470C"), ("CPUStepping", "8")]
 CPU_GENERIC = [("CPUVendor", "GenuineIntel"), ("CPUFamilyNumber", "6"), ("CPUModelNumber", "143"),
                ("CPUModel", "Intel(R) Xeon(R) Gold 6438Y+"), ("CPUStepping", "8")]
+CPU_SKYLAKE = [("CPUVendor", "GenuineIntel"), ("CPUFamilyNumber", "6"), ("CPUModelNumber", "85"),
+               ("CPUModel", "Intel(R) Xeon(R) Platinum 8168 CPU @ 2.70GHz"), ("CPUStepping", "4")]
+PLX_SWITCH = pci_type(0x0604, 0x10B5, 0x9797, 0x10B5, 0x9797, 0xCA)
+INTEL_SKX_ROOT_PORT = pci_type(0x0604, 0x8086, 0x2030, 0x8086, 0x0000, 0x04)
 CPU_BROADWELL = [("CPUVendor", "GenuineIntel"), ("CPUFamilyNumber", "6"), ("CPUModelNumber", "79"),
                  ("CPUModel", "Intel(R) Xeon(R) CPU E5-2695 v4 @ 2.10GHz"), ("CPUStepping", "1")]
 
@@ -553,6 +557,8 @@ NVIDIA_MODELS = {
              108, 83886080, 40960),
     "a100pcie": (0x20B5, (0x10DE, 0x1533), 0xA1, "GA100 [A100 PCIe 80GB]",
                  "NVIDIA A100 80GB PCIe", 108, 83886080, 40960),
+    "v100sxm3": (0x1DB8, (0x10DE, 0x131D), 0xA1, "GV100GL [Tesla V100 SXM3 32GB]",
+                 "Tesla V100-SXM3-32GB-H", 80, 33554432, 6144),
 }
 
 
@@ -1035,15 +1041,88 @@ def fx_synthetic_64gpu():
                 busid = "0000:%02x:00.0" % (16 * k + 1 + i)
                 ports.append(root_port_for(nvidia_gpu(fx, busid, "h100", index=n, speed=g5),
                                            "0000:%02x:%02x.1" % (16 * k, 1 + i)))
+            # Two InfiniBand HCAs per NUMA group, on their own root ports: the planner's
+            # benchmark pairs every GPU with one (ties at the host bridge, split in bus order).
+            for j in range(2):
+                n = 2 * k + j
+                busid = "0000:%02x:00.0" % (16 * k + 5 + j)
+                hca = mlx_ib_hca(busid, "ib%d" % n, "mlx5_%d" % n, "9c:63:c0:64:%02x:%02x" % (k, j),
+                                 "0x%x" % (0x100 + n), speed=g5)
+                ports.append(root_port_for(hca, "0000:%02x:%02x.1" % (16 * k, 5 + j)))
             groups.append(group([numa(k, 96 * GIB)] + l3s + [hostbridge(ports)]))
         packages.append(package(p, CPU_TURIN, groups))
     return Topology(fx, machine(fx, packages),
                     [numa_latency([range(4 * p, 4 * p + 4) for p in range(4)])], compact_facts=True)
 
 
+def fx_far_hca():
+    """GPUs on one socket, InfiniBand HCAs on the other, the management port beside the GPUs."""
+    fx = "far-hca"
+    g4 = link_speed(4, 16)
+    eth = eth_nic("0000:03:00.0", "eno1", "3c:ec:ef:7a:21:40", (0x8086, 0x1533, 0x15D9, 0x1533, 0x03),
+                  "Intel Corporation", "I210 Gigabit Network Connection", link_speed(2, 1))
+    io0 = [_two_gpu_complex(fx, 0x10, 0, model="a100pcie"),
+           hostbridge([root_port_for(eth, "0000:00:1c.0", INTEL_ROOT_PORT)])]
+    hcas = [mlx_ib_hca("0000:%02x:00.0" % bus, "ib%d" % n, "mlx5_%d" % n, "9c:63:c0:7a:21:%02x" % n,
+                       "0x%x" % (0x31 + n), ids=(0x101B, 0x15B3, 0x0007),
+                       device_name="MT28908 Family [ConnectX-6]", speed=g4)
+            for n, bus in enumerate((0x98, 0x99))]
+    io1 = [hostbridge([root_port_for(h, "0000:97:%02x.0" % (1 + n), INTEL_ROOT_PORT)
+                       for n, h in enumerate(hcas)])]
+    packages = []
+    for p, io in ((0, io0), (1, io1)):
+        cores = [core(c, [c], c % 8, GEN_L2, GEN_L1) for c in range(8 * p, 8 * p + 8)]
+        packages.append(package(p, CPU_GENERIC, [numa(p, 128 * GIB),
+                                                 cache("L3Cache", GEN_L3, cores, os_index=p)] + io))
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
+
+
+# DGX-2 PCIe quads, per host bridge: (root port bus, [lower switch upstream bus, ...]); the
+# lower switch holds two V100s and, between them, one InfiniBand HCA.
+DGX2_QUADS = [(0, 0x2B, [0x32, 0x37]), (0, 0x4E, [0x55, 0x5A]),
+              (1, 0xAE, [0xB5, 0xBA]), (1, 0xD7, [0xDE, 0xE3])]
+
+
+def fx_dgx2_mlx5():
+    """The DGX-2's PCIe tree (the hwloc export nvidiaDGX2.xml) with the HCAs it leaves out."""
+    fx = "dgx2-mlx5"
+    g3 = link_speed(3, 16)
+    gpu_buses = sorted(low + d for _, _, lows in DGX2_QUADS for low in lows for d in (2, 4))
+    hca_buses = sorted(low + 3 for _, _, lows in DGX2_QUADS for low in lows)
+    b = lambda bus, rest: "0000:%02x:%s" % (bus, rest)
+    io = {0: [], 1: []}
+    for pkg, root, lows in DGX2_QUADS:
+        lower = []
+        for k, low in enumerate(lows):
+            gpus = [nvidia_gpu(fx, b(low + d, "00.0"), "v100sxm3", index=gpu_buses.index(low + d),
+                               speed=g3) for d in (2, 4)]
+            n = hca_buses.index(low + 3)
+            hca = mlx_ib_hca(b(low + 3, "00.0"), "ib%d" % n, "mlx5_%d" % n,
+                             "9c:63:c0:d2:02:%02x" % n, "0x%x" % (0x41 + n),
+                             ids=(0x1017, 0x15B3, 0x0007), device_name="MT27800 Family [ConnectX-5]",
+                             speed=g3)
+            lower.append(bridge(b(root + 2, "%02x.0" % (4 + 8 * k)), PLX_SWITCH, g3, [
+                bridge(b(low, "00.0"), PLX_SWITCH, g3, [
+                    bridge(b(low + 1, "00.0"), PLX_SWITCH, g3, [gpus[0]]),
+                    bridge(b(low + 1, "08.0"), PLX_SWITCH, g3, [hca]),
+                    bridge(b(low + 1, "10.0"), PLX_SWITCH, g3, [gpus[1]])])]))
+        io[pkg].append(hostbridge([bridge(b(root, "00.0"), INTEL_SKX_ROOT_PORT, g3, [
+            bridge(b(root + 1, "00.0"), PLX_SWITCH, g3, lower)])]))
+    eth = eth_nic("0000:86:00.0", "enp134s0f0", "3c:ec:ef:d2:02:10",
+                  (0x8086, 0x1563, 0x8086, 0x0001, 0x01), "Intel Corporation",
+                  "Ethernet Controller 10G X550T", link_speed(3, 4))
+    io[1].insert(0, hostbridge([root_port_for(eth, "0000:85:00.0", INTEL_SKX_ROOT_PORT)]))
+    packages = []
+    for p in range(2):
+        cores = [core(c, [c, c + 48], c % 24, GEN_L2, GEN_L1) for c in range(24 * p, 24 * p + 24)]
+        packages.append(package(p, CPU_SKYLAKE, [numa(p, 768 * GIB),
+                                                 cache("L3Cache", GEN_L3, cores, os_index=p)] + io[p]))
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
+
+
 FIXTURES = [fx_turin_h200, fx_uneven_3plus1, fx_degenerate_one_complex, fx_degenerate_machine,
             fx_amd_mi250x, fx_intel_pvc, fx_omnipath, fx_no_gpu, fx_drm_only, fx_e2e_2gpu,
-            fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_synthetic_64gpu]
+            fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5]
 
 
 # ---------------------------------------------------------------------------------------

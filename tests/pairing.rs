@@ -1,0 +1,260 @@
+//! `gpu:adapters` on real machine shapes: each task's GPU and the network adapter(s) nearest
+//! it in the PCI tree, named in the same variables as a `network` mapping's.
+//!
+//! - The project's fixtures (`topologies/`): `dgx2-mlx5` (two GPUs and one HCA per PCIe
+//!   switch), `far-hca` (the HCAs on the other socket, the management port beside the GPUs),
+//!   `e2e-2gpu`, `turin-h200`, `omnipath`, `amd-mi250x`.
+//! - The real exports (`../shared/topologies/`, where that directory exists; each test that
+//!   needs one prints a line and returns when it is absent): `turin-4gpu-nvml` (each GPU's
+//!   NUMA domain holds one mlx5 behind the same switch), `nvidiaDGX2` (GPUs under shared
+//!   switches, and no network adapter in the export at all), `coral-lassen` (two GPUs and a
+//!   dual-port HCA per socket, on different host bridges), `epyc-corona-p2` (the one HCA on
+//!   the socket of half the GPUs).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use map_by_device::load;
+use map_by_device::node::{Node, NodeOptions};
+use map_by_device::plan::{plan, Plan, PlanError, StepFacts};
+use map_by_device::report;
+use map_by_device::spec::Spec;
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn node_at(path: PathBuf) -> Node {
+    let topo = load::from_xml_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Node::new(topo, NodeOptions::default())
+}
+
+fn fixture(name: &str) -> Node {
+    node_at(root().join("topologies").join(name))
+}
+
+/// A real export, or `None` (with a line saying so) where `../shared/topologies` is absent.
+fn shared(name: &str, test: &str) -> Option<Node> {
+    let path = root().join("../shared/topologies").join(name);
+    if !path.is_file() {
+        eprintln!("{test}: skipped, {} is not here (the real exports are reference data)", path.display());
+        return None;
+    }
+    Some(node_at(path))
+}
+
+fn run(node: &Node, spec: &str, facts: StepFacts) -> Result<Plan, PlanError> {
+    plan(&Spec::parse(spec).unwrap(), node, &facts)
+}
+
+fn ok(node: &Node, spec: &str, n: u32) -> Plan {
+    run(node, spec, StepFacts { ntasks: n, ..StepFacts::default() }).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+/// Each task's GPU names and adapter names: `cuda0>mlx5_0`.
+fn pairs(node: &Node, p: &Plan) -> Vec<String> {
+    p.tasks
+        .iter()
+        .map(|t| {
+            let name = |i: usize| node.devices[i].name.clone();
+            let gpus: Vec<String> = t.devices.iter().map(|&i| name(i)).collect();
+            let adapters: Vec<String> = t.adapters.iter().map(|a| name(a.device)).collect();
+            format!("{}>{}", gpus.join("+"), adapters.join("+"))
+        })
+        .collect()
+}
+
+fn var<'a>(p: &'a Plan, task: usize, name: &str) -> Option<&'a str> {
+    p.tasks[task].env.get(name).map(String::as_str)
+}
+
+/// The variables a `network` mapping of adapter `name` alone gives its task.
+fn network_env(node: &Node, name: &str) -> std::collections::BTreeMap<String, String> {
+    ok(node, name, 1).tasks.remove(0).env
+}
+
+#[test]
+fn turin_each_gpu_gets_the_hca_behind_its_switch_never_eno6() {
+    let mut nodes = vec![fixture("turin-h200.xml")];
+    nodes.extend(shared("turin-4gpu-nvml.xml", "turin_each_gpu_gets_the_hca_behind_its_switch_never_eno6"));
+    for node in &nodes {
+        let p = ok(node, "gpu:adapters", 4);
+        assert_eq!(
+            pairs(node, &p),
+            ["cuda0>mlx5_0", "cuda1>mlx5_3", "cuda2>mlx5_4", "cuda3>mlx5_5"],
+            "{}",
+            node.hostname()
+        );
+        for (t, hca) in ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5"].iter().enumerate() {
+            assert_eq!(var(&p, t, "NCCL_IB_HCA"), Some(format!("={hca}").as_str()));
+            // The adapter's variables are the ones a network mapping of it writes, the GPU's beside them.
+            let alone = network_env(node, hca);
+            for name in ["NCCL_IB_HCA", "UCX_NET_DEVICES", "PSM3_NIC"] {
+                assert_eq!(p.tasks[t].env.get(name), alone.get(name), "{name} of task {t}");
+            }
+            let pmix = var(&p, t, "PMIX_DEVICE_ID").unwrap();
+            let gpu_id = &node.devices[p.tasks[t].devices[0]].pmix_id;
+            assert_eq!(pmix, format!("{},{}", gpu_id.as_deref().unwrap(), alone["PMIX_DEVICE_ID"]));
+            assert!(var(&p, t, "CUDA_VISIBLE_DEVICES").unwrap().starts_with("GPU-"));
+            assert!(p.tasks[t].adapters[0].shared_with(t as u32).is_empty(), "one HCA per GPU here");
+        }
+        // The CPUs follow the GPU, as without adapters.
+        let plain = ok(node, "gpu", 4);
+        assert!(p.tasks.iter().zip(&plain.tasks).all(|(a, b)| a.cpus == b.cpus));
+        assert!(!p.warnings.iter().any(|w| w.contains("adapters:")), "{:?}", p.warnings);
+    }
+}
+
+#[test]
+fn turin_network_mapping_says_when_it_hands_out_the_management_port() {
+    let node = fixture("turin-h200.xml");
+    let p = ok(&node, "nic:bind=core", 4);
+    assert_eq!(node.devices[p.tasks[2].devices[0]].name, "eno6");
+    assert_eq!(p.tasks[2].env.keys().collect::<Vec<_>>(), ["PMIX_DEVICE_ID"]);
+    let w: Vec<&String> = p.warnings.iter().filter(|w| w.contains("eno6")).collect();
+    assert_eq!(w.len(), 1, "{:?}", p.warnings);
+    assert!(w[0].contains("plain Ethernet; task 2") && w[0].contains("gpu:adapters"), "{}", w[0]);
+    // Tasks 0, 1, 3 are given fabric adapters and are not named in it.
+    assert!(!w[0].contains("mlx5"), "{}", w[0]);
+    // A Slingshot node (no fabric variable for any adapter) treats every task alike: no warning.
+    let mi = fixture("amd-mi250x.xml");
+    assert!(ok(&mi, "nic", 2).warnings.is_empty());
+}
+
+#[test]
+fn dgx2_two_gpus_share_the_hca_of_their_switch_without_shared() {
+    let node = fixture("dgx2-mlx5.xml");
+    let p = ok(&node, "gpu:adapters", 16);
+    let want: Vec<String> = (0..16).map(|g| format!("cuda{g}>mlx5_{}", g / 2)).collect();
+    assert_eq!(pairs(&node, &p), want);
+    for t in &p.tasks {
+        let partner = t.task ^ 1;
+        assert_eq!(t.adapters[0].shared_with(t.task), [partner], "task {}", t.task);
+        assert_eq!(t.env["NCCL_IB_HCA"], format!("=mlx5_{}", t.task / 2));
+        assert_eq!(t.env["UCX_NET_DEVICES"], format!("mlx5_{}:1", t.task / 2));
+    }
+    // The verbose/plan line says who shares.
+    let line = report::task_line(&node, &p.tasks[1]);
+    assert!(line.contains("paired network 0000:35:00.0 mlx5_0 (shared with task 0)"), "{line}");
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // ndev=2: a task holding both GPUs of a switch has its one adapter to itself.
+    let p = ok(&node, "gpu:ndev=2:adapters", 8);
+    let want: Vec<String> = (0..8).map(|t| format!("cuda{}+cuda{}>mlx5_{t}", 2 * t, 2 * t + 1)).collect();
+    assert_eq!(pairs(&node, &p), want);
+    assert!(p.tasks.iter().all(|t| t.adapters[0].shared_with(t.task).is_empty()));
+    // ndev=4: the GPUs of two switches, and both their adapters.
+    let p = ok(&node, "gpu:ndev=4:adapters", 4);
+    assert_eq!(p.tasks[0].env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1");
+    assert_eq!(p.tasks[0].env["UCX_NET_DEVICES"], "mlx5_0:1,mlx5_1:1");
+    // The plain 10 GbE port is nobody's adapter.
+    assert!(!pairs(&node, &ok(&node, "gpu:adapters:shared", 32)).iter().any(|p| p.contains("enp134s0f0")));
+}
+
+#[test]
+fn dgx2_export_has_no_adapter_so_none_is_paired_and_the_plan_says_so() {
+    let Some(node) = shared("nvidiaDGX2.xml", "dgx2_export_has_no_adapter_so_none_is_paired_and_the_plan_says_so")
+    else {
+        return;
+    };
+    // (The export keeps only 4 cores of the machine: no binding, 16 tasks would overload them.)
+    let p = ok(&node, "gpu:adapters:bind=none", 16);
+    assert!(p.tasks.iter().all(|t| t.adapters.is_empty()));
+    assert!(p.tasks.iter().all(|t| !t.env.contains_key("NCCL_IB_HCA") && t.env.contains_key("CUDA_VISIBLE_DEVICES")));
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    assert!(p.warnings[0].contains("has no network adapter that NCCL_IB_HCA"), "{}", p.warnings[0]);
+}
+
+#[test]
+fn lassen_gpus_split_the_sockets_two_hca_ports_in_bus_order() {
+    let Some(node) = shared("coral-lassen.xml", "lassen_gpus_split_the_sockets_two_hca_ports_in_bus_order") else {
+        return;
+    };
+    // cuda0/cuda1 and mlx5_0/mlx5_1 share only their socket (different host bridges): a tie,
+    // split in bus order. The Broadcom Ethernet ports of socket 0 are never paired.
+    let p = ok(&node, "gpu:adapters", 4);
+    assert_eq!(pairs(&node, &p), ["cuda0>mlx5_0", "cuda1>mlx5_1", "cuda2>mlx5_2", "cuda3>mlx5_3"]);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // Node-wide: the step's GPUs do not change a GPU's adapter (two jobs, one GPU each, stay
+    // on their own adapters).
+    let facts = StepFacts { ntasks: 1, step_gpus: Some(vec![1]), ..StepFacts::default() };
+    let p = run(&node, "gpu:adapters", facts).unwrap();
+    assert_eq!(pairs(&node, &p), ["cuda1>mlx5_1"]);
+    // Shared GPUs share their adapter too.
+    let p = ok(&node, "gpu:shared:adapters", 8);
+    assert_eq!(p.tasks[0].adapters[0].shared_with(0), [4]);
+}
+
+#[test]
+fn hcas_on_the_other_socket_are_no_gpus_adapters() {
+    let node = fixture("far-hca.xml");
+    let p = ok(&node, "gpu:adapters", 2);
+    assert_eq!(pairs(&node, &p), ["cuda0>", "cuda1>"]);
+    for t in &p.tasks {
+        assert!(t.env.contains_key("CUDA_VISIBLE_DEVICES"));
+        for name in ["NCCL_IB_HCA", "UCX_NET_DEVICES", "PSM3_NIC"] {
+            assert!(!t.env.contains_key(name), "{name}");
+        }
+        assert!(!t.env["PMIX_DEVICE_ID"].contains("ipv4://"), "eno1 is never paired");
+    }
+    let w: Vec<&String> = p.warnings.iter().filter(|w| w.starts_with("adapters:")).collect();
+    assert_eq!(w.len(), 1, "{:?}", p.warnings);
+    for needle in
+        ["cuda0 at 0000:13:00.0 (task 0)", "cuda1 at 0000:14:00.0 (task 1)", "mlx5_0, mlx5_1", "whole machine"]
+    {
+        assert!(w[0].contains(needle), "{needle}: {}", w[0]);
+    }
+    // The HCAs themselves are still a network mapping's; the management port comes first in
+    // bus order there, and the plan says what it gets.
+    let net = ok(&node, "network", 3);
+    assert_eq!(net.tasks[1].env["NCCL_IB_HCA"], "=mlx5_0");
+    assert!(
+        net.warnings.iter().any(|w| w.contains("eno1 at 0000:03:00.0 (plain Ethernet; task 0)")),
+        "{:?}",
+        net.warnings
+    );
+}
+
+#[test]
+fn corona_half_the_gpus_share_the_one_hca_the_others_get_none() {
+    let Some(node) = shared("epyc-corona-p2.xml", "corona_half_the_gpus_share_the_one_hca_the_others_get_none") else {
+        return;
+    };
+    let p = ok(&node, "gpu:adapters", 8);
+    let far: Vec<u32> = p.tasks.iter().filter(|t| t.adapters.is_empty()).map(|t| t.task).collect();
+    assert_eq!(far, [0, 1, 2, 3], "{:?}", pairs(&node, &p));
+    for t in &p.tasks[4..] {
+        assert_eq!(node.devices[t.adapters[0].device].name, "mlx5_0");
+        assert_eq!(t.adapters[0].shared_with(t.task).len(), 3);
+    }
+    assert_eq!(p.warnings.iter().filter(|w| w.starts_with("adapters:")).count(), 1, "{:?}", p.warnings);
+}
+
+#[test]
+fn e2e_node_pairs_across_its_host_bridges() {
+    let node = fixture("e2e-2gpu.xml");
+    let p = ok(&node, "gpu:adapters", 2);
+    assert_eq!(pairs(&node, &p), ["cuda0>mlx5_0", "cuda1>mlx5_1"]);
+    assert_eq!((var(&p, 0, "UCX_NET_DEVICES"), var(&p, 1, "NCCL_IB_HCA")), (Some("mlx5_0:1"), Some("=mlx5_1")));
+    // JSON: the adapter beside the task's devices, with who shares it.
+    let json = report::plan_json(&node, &p);
+    assert_eq!(json["tasks"][1]["adapters"][0]["name"], "mlx5_1");
+    assert_eq!(json["tasks"][1]["adapters"][0]["shared_with"], serde_json::json!([]));
+    assert!(report::plan_json(&node, &ok(&node, "gpu", 2))["tasks"][0].get("adapters").is_none());
+}
+
+#[test]
+fn adapters_needs_a_gpu_mapping() {
+    let node = fixture("e2e-2gpu.xml");
+    let e = run(&node, "mlx5_0:adapters", StepFacts { ntasks: 1, ..StepFacts::default() }).unwrap_err();
+    assert!(matches!(e, PlanError::AdaptersWithoutGpu { .. }), "{e}");
+    assert!(e.to_string().contains("mlx5_0 is a network device"), "{e}");
+    // A GPU by name pairs like the class.
+    let p = ok(&node, "cuda1:adapters", 1);
+    assert_eq!(pairs(&node, &p), ["cuda1>mlx5_1"]);
+    // Omni-Path: no GPU here at all.
+    let omni = fixture("omnipath.xml");
+    assert!(matches!(
+        run(&omni, "gpu:adapters", StepFacts { ntasks: 1, ..StepFacts::default() }),
+        Err(PlanError::NoDevices { .. })
+    ));
+}
