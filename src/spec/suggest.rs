@@ -64,9 +64,10 @@ pub fn qualifier(word: &str, value: Option<&str>, names: &[(&str, bool)]) -> Opt
         }
     }
     let name = nearest(&lower, names.iter().map(|(n, _)| *n))?;
+    let takes = names.iter().any(|(n, t)| *n == name && *t);
     Some(match value {
-        Some(v) => format!("{name}={v}"),
-        None => name.to_string(),
+        Some(v) if takes => format!("{name}={v}"),
+        _ => name.to_string(),
     })
 }
 
@@ -96,6 +97,8 @@ mod tests {
         assert_eq!(qualifier("ppr4", None, &names).as_deref(), Some("ppr=4"));
         assert_eq!(qualifier("nedv", Some("2"), &names).as_deref(), Some("ndev=2"));
         assert_eq!(qualifier("verbsoe", None, &names).as_deref(), Some("verbose"));
+        // A value for a word that takes none is not offered back.
+        assert_eq!(qualifier("verbsoe", Some("1"), &names).as_deref(), Some("verbose"));
         assert_eq!(qualifier("bogus", None, &names), None);
     }
 }
