@@ -1025,6 +1025,55 @@ def fx_e2e_1socket_2gpu():
     return Topology(fx, machine(fx, [pkg]))
 
 
+def fx_e2e_2gpu_amd():
+    """The multi-node suite's node2: two AMD GPUs, no network adapter, CPUs 0-1. Two packages
+    (one NUMA domain and one core each); the lower bus number is on the second package, so
+    PCI-bus order is not CPU order (bus numbers follow the order in which firmware numbered
+    the root complexes, not the packages)."""
+    fx = "e2e-2gpu-amd"
+    g4 = link_speed(4, 16)
+
+    def mi210(busid, n):
+        h = digest("amd-uuid", fx, busid)
+        uuid = ("%x" % (8 + int(h[0], 16) % 8)) + h[1:16]
+        osdevs = [osdev("card%d" % (n + 1), "gpu"), osdev("renderD%d" % (128 + n), "gpu"),
+                  osdev("rsmi%d" % n, "gpu", "RSMI", [
+                      ("Backend", "RSMI"), ("GPUVendor", "AMD"), ("GPUModel", "AMD Instinct MI210"),
+                      ("AMDSerial", serial_digits(12, fx, busid)), ("AMDUUID", uuid),
+                      ("RSMIVRAMSize", "67092480"), ("RSMIVisibleVRAMSize", "67092480"),
+                      ("RSMIGTTSize", "263923984")])]
+        return pcidev(busid, pci_type(0x0380, 0x1002, 0x740F, 0x1002, 0x0C34, 0x02), g4, osdevs,
+                      pci_names("Advanced Micro Devices, Inc. [AMD/ATI]",
+                                "Aldebaran/MI200 [Instinct MI210]"))
+
+    # (package/NUMA/PU, GPU bus id, rsmi index = bus order)
+    layout = [(0, "0000:c1:00.0", 1), (1, "0000:41:00.0", 0)]
+    packages = []
+    for k, busid, n in layout:
+        io = hostbridge([root_port_for(mi210(busid, n), "%s:01.1" % sub_bus(busid, -1),
+                                       AMD_GPP_BRIDGE)])
+        packages.append(package(k, CPU_TURIN, [numa(k, 16 * GIB), core(k, [k], 0), io]))
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=32)])
+
+
+def fx_e2e_nogpu():
+    """The multi-node suite's node3: no GPU; one Ethernet adapter and one NVMe disk; one
+    package, two cores (CPUs 0-1)."""
+    fx = "e2e-nogpu"
+    cores = [core(c, [c], c, GEN_L2, GEN_L1) for c in range(2)]
+    io = hostbridge([
+        root_port_for(eth_nic("0000:01:00.0", "eno1", "3c:ec:ef:52:90:3c",
+                              (0x8086, 0x1533, 0x15D9, 0x1533, 0x03), "Intel Corporation",
+                              "I210 Gigabit Network Connection", link_speed(2, 1)),
+                      "0000:00:1c.0", pci_type(0x0604, 0x8086, 0x7ABA, 0x15D9, 0x7ABA, 0x11)),
+        root_port_for(nvme(fx, "0000:02:00.0", "nvme0n1", 937692504, "SAMSUNG MZVL2960HCJR-00B07",
+                           speed=link_speed(4, 4)),
+                      "0000:00:1d.0", pci_type(0x0604, 0x8086, 0x7AB0, 0x15D9, 0x7AB0, 0x11))])
+    pkg = package(0, CPU_GENERIC, [numa(0, 15 * GIB), cache("L3Cache", (12582912, 64, 12), cores,
+                                                             os_index=0), io])
+    return Topology(fx, machine(fx, [pkg]))
+
+
 def fx_synthetic_64gpu():
     fx = "synthetic-64gpu"
     g5 = link_speed(5, 16)
@@ -1122,7 +1171,8 @@ def fx_dgx2_mlx5():
 
 FIXTURES = [fx_turin_h200, fx_uneven_3plus1, fx_degenerate_one_complex, fx_degenerate_machine,
             fx_amd_mi250x, fx_intel_pvc, fx_omnipath, fx_no_gpu, fx_drm_only, fx_e2e_2gpu,
-            fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5]
+            fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_e2e_2gpu_amd, fx_e2e_nogpu, fx_synthetic_64gpu,
+            fx_far_hca, fx_dgx2_mlx5]
 
 
 # ---------------------------------------------------------------------------------------
