@@ -672,3 +672,26 @@ fn check_looks_at_this_machines_cache_file() {
     let out = stdout(&run(&["check", "--config", &off]));
     assert!(!out.contains("topology cache /") && !out.contains("no topology cache"), "{out}");
 }
+
+/// A step on part of a node: `check` lists, per locality, the devices such a step is handed,
+/// and `plan --allowed-cpus` hands out exactly those (the same rule, `plan::device_order`).
+#[test]
+fn check_and_plan_agree_on_partial_node_steps() {
+    let amd = topo("e2e-2gpu-amd.xml");
+    let out = ok(&["check", "--topology", &amd]);
+    assert!(out.contains("A step given only some of these CPUs is handed the devices local to them first"), "{out}");
+    for (cpus, near, far) in [("0", "rsmi1", "rsmi0"), ("1", "rsmi0", "rsmi1")] {
+        let line = format!("  gpu on CPUs {cpus} only: {near} (with bind=none, then {far})");
+        assert!(out.contains(&line), "{line:?} missing:\n{out}");
+        let plan = ok(&["plan", "--topology", &amd, "-n", "1", "--allowed-cpus", cpus, "gpu"]);
+        assert!(plan.contains(&format!(" {near} GPU-")) && plan.contains(&format!("; cpus {cpus};")), "{plan}");
+        let plan = ok(&["plan", "--topology", &amd, "-n", "2", "--allowed-cpus", cpus, "gpu:bind=none"]);
+        let order: Vec<&str> = plan.lines().filter_map(|l| l.split_whitespace().nth(6)).collect();
+        assert_eq!(order, [near, far], "{plan}");
+    }
+    let err = refused(&["plan", "--topology", &amd, "-n", "2", "--allowed-cpus", "0", "gpu"]);
+    assert!(err.contains("outside them: rsmi0 at CPUs 1"), "{err}");
+    // All devices at one locality: nothing to say.
+    let out = ok(&["check", "--topology", &topo("e2e-nogpu.xml")]);
+    assert!(!out.contains("A step given only some"), "{out}");
+}

@@ -77,20 +77,24 @@ fn examples(rel: &str) -> Vec<Example> {
     let text = read(rel);
     let mut out = Vec::new();
     let mut in_console = false;
+    // A block inside a list item is indented: its lines lose the fence's indentation.
+    let mut indent = 0;
     let mut current: Option<Example> = None;
     let mut pending = String::new(); // a command continued with '\'
     let mut pending_line = 0;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("```") {
+    for (i, raw) in text.lines().enumerate() {
+        if raw.trim_start().starts_with("```") {
             if in_console {
                 out.extend(current.take());
             }
-            in_console = line.trim() == "```console";
+            in_console = raw.trim() == "```console";
+            indent = raw.len() - raw.trim_start().len();
             continue;
         }
         if !in_console {
             continue;
         }
+        let line = raw.get(indent..).filter(|_| raw[..indent].trim().is_empty()).unwrap_or(raw);
         if !pending.is_empty() {
             let part = line.trim();
             match part.strip_suffix('\\') {

@@ -238,11 +238,11 @@ fn allowed_cpus_bound_every_mask() {
     for t in &p.tasks {
         assert!(t.cpus.as_ref().unwrap().is_subset(&allowed));
     }
-    // A GPU whose locality lies outside the step's CPUs cannot be bound.
+    // The GPUs whose localities lie outside the step's CPUs cannot be bound: only two to give.
     let f = StepFacts { ntasks: 3, allowed_cpus: Some(allowed), ..StepFacts::default() };
     let e = plan(&spec, &n, &f).unwrap_err();
-    assert!(matches!(e, PlanError::OutsideAllocation { .. }), "{e}");
-    assert!(e.to_string().contains("96-111,224-239") && e.to_string().contains("20-23"), "{e}");
+    assert!(matches!(e, PlanError::TooFewNear { have: 2, .. }), "{e}");
+    assert!(e.to_string().contains("cuda2 at CPUs 96-111,224-239") && e.to_string().contains("20-23"), "{e}");
 }
 
 #[test]
@@ -519,7 +519,8 @@ mod invariants {
                 Err(e) => {
                     let allowed_ok = matches!(e, PlanError::OutsideAllocation { .. } | PlanError::NoBindObject { .. }
                         | PlanError::TooManyTasks { .. } | PlanError::PeTooLarge { .. } | PlanError::Overloaded { .. }
-                        | PlanError::SplitTooMany { .. } | PlanError::NdevAuto { .. });
+                        | PlanError::SplitTooMany { .. } | PlanError::NdevAuto { .. }
+                        | PlanError::NoLocalDevice { .. } | PlanError::NdevTooLarge { .. } | PlanError::TooFewNear { .. });
                     prop_assert!(allowed_ok, "unexpected refusal: {}", e);
                     let overloaded = matches!(e, PlanError::Overloaded { .. } | PlanError::SplitTooMany { .. });
                     prop_assert!(!(spec.overload && overloaded), "overload was asked: {}", e);

@@ -143,7 +143,8 @@ struct PlanArgs {
     /// Slurm's --cpus-per-task (the default pe for per-core bindings).
     #[arg(long, short = 'c', value_name = "N")]
     cpus_per_task: Option<u32>,
-    /// The CPUs allocated to the step on this node (a cpulist such as 0-3,8).
+    /// The CPUs allocated to the step on this node (a cpulist such as 0-3,8). The devices
+    /// local to them are handed out first and, unless bind=none, they are the only ones.
     #[arg(long, value_name = "CPULIST")]
     allowed_cpus: Option<String>,
     /// Each task's existing binding, for closest: cpulists separated by ';'.

@@ -1,12 +1,14 @@
 //! What [`super::check`] finds, one question per function: the plugin's setup, the
 //! topology cache, the devices and the variables they give, display adapters that are not
-//! GPUs, how each GPU is named, the GPU-allocation setting, and what the default does.
+//! GPUs, what a step on part of the node is handed, how each GPU is named, the
+//! GPU-allocation setting, and what the default does.
 
-use super::{CacheProbe, CacheState, DefaultOutcome, DeviceLine, GpuNaming, GpuStatus, Setup};
+use super::{CacheProbe, CacheState, DefaultOutcome, DeviceLine, GpuNaming, GpuStatus, PartialStep, Setup};
 use crate::config::Config;
+use crate::cpuset::CpuSet;
 use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource};
 use crate::node::Node;
-use crate::plan::{plan, PlanError, StepFacts};
+use crate::plan::{device_order, plan, PlanError, StepFacts};
 use crate::report;
 use crate::spec::{BindLevel, EnvMode, Spec, Target};
 use std::collections::BTreeMap;
@@ -154,6 +156,35 @@ pub(super) fn ignored_displays(node: &Node) -> Vec<String> {
 
 /// How each GPU is named; a GPU that cannot be is a problem. With GPUs and settings that
 /// leave `require_step_gpus` unset, a note on GRES.
+/// [`PartialStep`]s for every class with devices at more than one locality, one per
+/// locality (in the devices' order).
+pub fn partial_steps(node: &Node) -> Vec<PartialStep> {
+    let mut out = Vec::new();
+    for class in [DeviceClass::Gpu, DeviceClass::Network, DeviceClass::Block] {
+        let mut localities: Vec<CpuSet> = Vec::new();
+        for i in node.class_indexes(class) {
+            let loc = &node.devices[i].locality;
+            if !loc.is_empty() && !localities.contains(loc) {
+                localities.push(loc.clone());
+            }
+        }
+        if localities.len() < 2 {
+            continue;
+        }
+        for cpus in localities {
+            let mut spec = Spec::new(Target::Class(class));
+            spec.bind = Some(BindLevel::None);
+            let facts = StepFacts { ntasks: 1, allowed_cpus: Some(cpus.clone()), ..StepFacts::default() };
+            let Ok(order) = device_order(&spec, node, &facts) else { continue };
+            let name = |i: &usize| node.devices[*i].name.clone();
+            let local = order.devices.iter().filter(|i| !order.elsewhere.contains(i)).map(name).collect();
+            let elsewhere = order.elsewhere.iter().map(name).collect();
+            out.push(PartialStep { class, cpus, local, elsewhere });
+        }
+    }
+    out
+}
+
 pub(super) fn gpus(
     node: &Node,
     config: Option<&Config>,

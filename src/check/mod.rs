@@ -2,7 +2,8 @@
 //! words, for the administrator who just installed the plugin or changed a node.
 //!
 //! It answers, from the same engine the plugin runs:
-//! - which devices of each class the node has, in the order tasks are mapped to them;
+//! - which devices of each class the node has, in the order tasks are mapped to them, and
+//!   which of them a step given only part of the node's CPUs is handed ([`PartialStep`]);
 //! - for each GPU, whether it can be named to its runtime and from where (an hwloc backend's
 //!   info key, or a kernel driver file), and if not, the refusal a user would get, with its fix;
 //! - whether the plugin is enabled (a `plugstack.conf` line) and its settings are valid;
@@ -28,8 +29,10 @@ mod plugstack;
 mod render;
 
 pub use crate::config::CACHE_FILE_NAME;
+pub use findings::partial_steps;
 pub use plugstack::{is_this_plugin, parse_plugstack, PluginEntry, PlugstackItem, PlugstackLine, Setup};
 
+use crate::cpuset::CpuSet;
 use crate::device::DeviceClass;
 use crate::node::Node;
 use std::path::PathBuf;
@@ -114,6 +117,18 @@ pub struct DeviceLine {
     pub variables: Vec<String>,
 }
 
+/// What a step given only `cpus` of the node is handed of `class`, by the same rule as the
+/// plugin and `plan --allowed-cpus` ([`crate::plan::device_order`]): the devices local to
+/// those CPUs, in order, then the others, which only `bind=none` hands out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialStep {
+    pub class: DeviceClass,
+    pub cpus: CpuSet,
+    /// Device names, local ones first.
+    pub local: Vec<String>,
+    pub elsewhere: Vec<String>,
+}
+
 /// The outcome of [`check`].
 #[derive(Debug, Clone)]
 pub struct CheckReport {
@@ -122,6 +137,9 @@ pub struct CheckReport {
     pub devices: Vec<DeviceLine>,
     /// PCI display functions that are not compute GPUs (BMC adapters), by bus id and names.
     pub ignored_display: Vec<String>,
+    /// For each class whose devices do not all share one locality: what a step holding only
+    /// one of those localities' CPUs is handed.
+    pub partial: Vec<PartialStep>,
     pub gpus: Vec<GpuStatus>,
     pub default: DefaultOutcome,
     /// Why the node is not ready, one line each (empty when ready).
@@ -146,6 +164,7 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         topology_source: input.topology_source.clone(),
         devices: Vec::new(),
         ignored_display: Vec::new(),
+        partial: Vec::new(),
         gpus: Vec::new(),
         default: DefaultOutcome::NotConfigured,
         problems: Vec::new(),
@@ -160,6 +179,7 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
             report.host = Some(node.hostname().to_string());
             report.devices = findings::devices(node, &mut problems, &mut notes);
             report.ignored_display = findings::ignored_displays(node);
+            report.partial = partial_steps(node);
             report.gpus = findings::gpus(node, config, &mut problems, &mut notes);
             report.default = findings::default(node, config, &mut problems, &mut notes);
         }

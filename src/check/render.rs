@@ -1,7 +1,8 @@
-//! The `check` report in plain words: the devices, the GPU names, the plugin's configuration
-//! and settings, the default, then the notes and the verdict.
+//! The `check` report in plain words: the devices, what a step on part of the node is
+//! handed, the GPU names, the plugin's configuration and settings, the default, then the
+//! notes and the verdict.
 
-use super::{CacheState, CheckInput, CheckReport, DefaultOutcome, DeviceLine, GpuNaming, Setup};
+use super::{CacheState, CheckInput, CheckReport, DefaultOutcome, DeviceLine, GpuNaming, PartialStep, Setup};
 use crate::config::{Config, DEFAULT_CACHE_DIR, DEFAULT_PROC_ROOT, DEFAULT_SYS_ROOT};
 use crate::device::DeviceClass;
 use crate::spec::Spec;
@@ -14,6 +15,7 @@ pub(super) fn report(r: &CheckReport, input: &CheckInput<'_>) -> String {
     let _ = writeln!(out, "Node {}: topology from {}", r.host.as_deref().unwrap_or("(unknown)"), r.topology_source);
     if input.node.is_ok() {
         devices(&mut out, r);
+        partial(&mut out, &r.partial);
         gpus(&mut out, r);
     }
     let _ = writeln!(out, "\nPlugin configuration:");
@@ -45,6 +47,25 @@ fn devices(out: &mut String, r: &CheckReport) {
     }
     for f in &r.ignored_display {
         let _ = writeln!(out, "  not a compute GPU (display adapter without a render node or vendor backend): {f}");
+    }
+}
+
+/// The devices a step on part of the node is handed (see [`PartialStep`]).
+fn partial(out: &mut String, partial: &[PartialStep]) {
+    if partial.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nA step given only some of these CPUs is handed the devices local to them first (and, unless bind=none, \
+         only those; `map-by-device plan --allowed-cpus` shows any step):"
+    );
+    for p in partial {
+        let _ = write!(out, "  {} on CPUs {} only: {}", p.class, p.cpus, p.local.join(", "));
+        if !p.elsewhere.is_empty() {
+            let _ = write!(out, " (with bind=none, then {})", p.elsewhere.join(", "));
+        }
+        let _ = writeln!(out);
     }
 }
 

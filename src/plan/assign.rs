@@ -2,7 +2,7 @@
 //! `t` (wrapping only with `shared`), or with `closest` the device nearest the task's
 //! existing binding (seed 004).
 
-use super::{PlanError, StepFacts};
+use super::{Near, PlanError, StepFacts};
 use crate::cpuset::CpuSet;
 use crate::node::Node;
 use crate::spec::Spec;
@@ -23,18 +23,32 @@ fn group_size(spec: &Spec, facts: &StepFacts, list: &[usize], class: &str, host:
     Ok(have / tasks)
 }
 
-/// Each task's devices (indexes into the node's devices), and warnings.
+/// Each task's devices (indexes into the node's devices), and warnings. `near`: devices were
+/// left out for being far from the step's CPUs, so too few is [`PlanError::TooFewNear`].
 pub(super) fn tasks(
     spec: &Spec,
     node: &Node,
     facts: &StepFacts,
     list: &[usize],
     class_word: &str,
+    near: Option<&Near>,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Vec<usize>>, PlanError> {
     let host = node.hostname().to_string();
     let ndev = group_size(spec, facts, list, class_word, &host)?;
+    let too_few_near = |near: &Near| PlanError::TooFewNear {
+        ntasks: facts.ntasks,
+        ndev: ndev as u32,
+        class: class_word.into(),
+        have: list.len(),
+        host: host.clone(),
+        allowed: near.allowed.clone(),
+        elsewhere: near.elsewhere.clone(),
+    };
     if list.len() < ndev {
+        if let Some(near) = near {
+            return Err(too_few_near(near));
+        }
         return Err(PlanError::NdevTooLarge { ndev: ndev as u32, class: class_word.into(), have: list.len(), host });
     }
     // With `compact` the list is in tree order so that each run of `ndev` is local; inside
@@ -52,6 +66,9 @@ pub(super) fn tasks(
     // `ppr=N`: N consecutive tasks per group (PRRTE's ppr:N:device=); without it, one.
     let per = spec.ppr.unwrap_or(1) as usize;
     if !spec.shared && facts.ntasks as usize > groups.len() * per {
+        if let Some(near) = near {
+            return Err(too_few_near(near));
+        }
         return Err(PlanError::TooManyTasks {
             ntasks: facts.ntasks,
             ndev: ndev as u32,

@@ -2,7 +2,8 @@
 //!
 //! One question per file, each taking the previous one's answer (seed 000 "Placement" and
 //! "Binding, and the bind ceiling"):
-//! 1. [`order`]: which devices, in which order;
+//! 1. [`order`]: which devices, in which order ([`device_order`]: on a step given only part of
+//!    the node's CPUs, the devices local to them first and, unless `bind=none`, only those);
 //! 2. [`assign`]: which task gets which devices;
 //! 3. [`pair`]: with `adapters`, which network adapters go with each task's GPUs;
 //! 4. [`bind`]: which CPUs each task gets (from the task's own devices, never its adapters);
@@ -19,7 +20,7 @@ mod pair;
 pub use facts::{
     parse_step_gpus, visible_devices, StepFacts, StepGpusError, VisibleDevices, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
 };
-pub use order::{interleave, named_device};
+pub use order::{device_order, interleave, named_device, DeviceOrder, Near};
 
 use crate::cpuset::CpuSet;
 use crate::device::{Device, DeviceClass, GpuIdentity, Vendor};
@@ -96,6 +97,11 @@ pub enum PlanError {
     NdevAuto { have: usize, class: String, ntasks: u32, host: String },
     #[error("ndev={ndev} asks for more {class} devices per task than the {have} that {host} has to give: lower ndev")]
     NdevTooLarge { ndev: u32, class: String, have: usize, host: String },
+    /// A step on part of the node: more devices are needed than lie near its CPUs.
+    #[error("{ntasks} tasks with ndev={ndev} need more {class} devices than the {have} that {host} has near the step's CPUs {allowed} (outside them: {elsewhere}): ask Slurm for CPUs near them (--exclusive for the whole node), or use bind=none; else add :shared to give several tasks one device, or run fewer tasks")]
+    TooFewNear { ntasks: u32, ndev: u32, class: String, have: usize, host: String, allowed: String, elsewhere: String },
+    #[error("no {class} device of {host} is local to the step's CPUs {allowed} ({elsewhere}): ask Slurm for CPUs near one (--exclusive for the whole node, or --gres-flags=enforce-binding so that GPUs come with the cores gres.conf gives them), or use bind=none")]
+    NoLocalDevice { class: String, host: String, allowed: String, elsewhere: String },
     #[error("bind={level} is above the locality of {device} ({locality_cpus}): the {level} holds CPUs {object_cpus}, so the task would not be near its device. Bind to a level inside the locality (e.g. bind=locality or bind=core), or use ndev= so that each task's devices span the {level}")]
     BindAboveLocality { level: BindLevel, device: String, locality_cpus: String, object_cpus: String },
     #[error("{device} is local to CPUs {locality_cpus}, none of which are allocated to this step (allowed CPUs: {allowed}): ask Slurm for CPUs near it (--exclusive for the whole node, or --gres-flags=enforce-binding so that GPUs come with the cores gres.conf gives them), or use bind=none")]
@@ -124,17 +130,12 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     if spec.is_none() || facts.ntasks == 0 {
         return Ok(plan);
     }
-    let host = node.hostname().to_string();
     let topo = &node.topology;
-    let (mut list, class_word) = order::device_list(spec, node, facts, &host)?;
-    if let Some(level) = spec.interleave {
-        list = order::interleave(topo, &node.devices, &list, level);
-    }
-    if spec.compact {
-        list = order::compact(&node.devices, &list);
-    }
+    let order = device_order(spec, node, facts)?;
+    let near = order.near(node, facts);
+    let DeviceOrder { devices: list, word: class_word, .. } = order;
     pair::check_target(spec, node, &list)?;
-    let assignment = assign::tasks(spec, node, facts, &list, &class_word, &mut plan.warnings)?;
+    let assignment = assign::tasks(spec, node, facts, &list, &class_word, near.as_ref(), &mut plan.warnings)?;
     order::degenerate_warning(node, &list, &class_word, spec, &mut plan.warnings);
     let pairs = spec.adapters.then(|| pair::NodePairs::new(node));
 

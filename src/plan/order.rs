@@ -1,6 +1,8 @@
 //! Which devices, in which order: the class's devices in PCI-bus order (or the one named
-//! device), narrowed to the GPUs Slurm allocated to the step, then `interleave`d; and the
-//! warning when they all share one locality.
+//! device), narrowed to the GPUs Slurm allocated to the step; on a step given only part of
+//! the node's CPUs, the devices local to them first and, unless `bind=none`, only those (a
+//! device elsewhere could not be bound: a partial-node step takes the devices it can reach);
+//! then `interleave`d or `compact`; and the warning when they all share one locality.
 
 use super::{PlanError, StepFacts};
 use crate::cpuset::CpuSet;
@@ -9,13 +11,97 @@ use crate::node::Node;
 use crate::spec::{BindLevel, GroupLevel, Spec, Target};
 use crate::topology::{ObjKind, Topology};
 
+/// The devices a step is handed, in the order tasks take them ([`device_order`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceOrder {
+    /// Indexes into [`Node::devices`]: the devices local to the step's CPUs first (and,
+    /// unless `bind=none`, only those), each part in PCI-bus order, `interleave`d or `compact`.
+    pub devices: Vec<usize>,
+    /// The devices of the request (the step's GPUs among them) that are not local to the
+    /// step's CPUs: left out, or with `bind=none` handed out after the local ones.
+    pub elsewhere: Vec<usize>,
+    /// The word that names them in messages (`gpu`, or the device's name).
+    pub word: String,
+}
+
+/// A step given only part of the node, with devices left out for being far from its CPUs:
+/// the step's CPUs and those devices, in words, for [`PlanError::TooFewNear`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Near {
+    pub allowed: String,
+    /// `rsmi0 at CPUs 1, ...`.
+    pub elsewhere: String,
+}
+
+impl DeviceOrder {
+    /// `Some` when devices were left out for being far from the step's CPUs (never with
+    /// `bind=none`, which hands them out last).
+    pub(super) fn near(&self, node: &Node, facts: &StepFacts) -> Option<Near> {
+        if self.elsewhere.is_empty() || self.elsewhere.iter().any(|i| self.devices.contains(i)) {
+            return None;
+        }
+        Some(Near {
+            allowed: facts.allowed_cpus.as_ref().map(CpuSet::to_list).unwrap_or_default(),
+            elsewhere: localities(node, &self.elsewhere),
+        })
+    }
+}
+
+/// `rsmi0 at CPUs 1, cuda3 at CPUs 96-111`.
+fn localities(node: &Node, devices: &[usize]) -> String {
+    devices
+        .iter()
+        .filter_map(|&i| node.devices.get(i))
+        .map(|d| format!("{} at CPUs {}", d.name, d.locality))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The devices `spec` hands out on `node` for this step, in order: the class's devices in
+/// PCI-bus order (or the named device), narrowed to the GPUs Slurm allocated to the step.
+/// When the step's CPUs (`facts.allowed_cpus`) do not reach every one of them, the devices
+/// whose locality shares a CPU with the step come first, in that order; the others follow
+/// with `bind=none` and are left out otherwise, since a task could not be bound near them.
+/// `interleave` and `compact` reorder each part on its own. A device named by the job is never left out
+/// (binding it outside the step is refused, naming it). The plugin, `plan --allowed-cpus`
+/// and `check` all order devices through this function.
+pub fn device_order(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<DeviceOrder, PlanError> {
+    let host = node.hostname();
+    let (list, word) = device_list(spec, node, facts, host)?;
+    let (mut local, mut far): (Vec<usize>, Vec<usize>) = match (&facts.allowed_cpus, &spec.target) {
+        (Some(allowed), Target::Class(_)) => {
+            list.iter().partition(|&&i| node.devices.get(i).is_some_and(|d| d.locality.intersects(allowed)))
+        }
+        _ => (list, Vec::new()),
+    };
+    if let Some(level) = spec.interleave {
+        local = interleave(&node.topology, &node.devices, &local, level);
+        far = interleave(&node.topology, &node.devices, &far, level);
+    }
+    if spec.compact {
+        local = compact(&node.devices, &local);
+        far = compact(&node.devices, &far);
+    }
+    if far.is_empty() {
+        return Ok(DeviceOrder { devices: local, elsewhere: far, word });
+    }
+    if spec.bind_level() == BindLevel::None {
+        let devices = local.iter().chain(&far).copied().collect();
+        return Ok(DeviceOrder { devices, elsewhere: far, word });
+    }
+    if local.is_empty() {
+        return Err(PlanError::NoLocalDevice {
+            class: word,
+            host: host.to_string(),
+            allowed: facts.allowed_cpus.as_ref().map(CpuSet::to_list).unwrap_or_default(),
+            elsewhere: localities(node, &far),
+        });
+    }
+    Ok(DeviceOrder { devices: local, elsewhere: far, word })
+}
+
 /// The devices to map over, in PCI-bus order, and the word that names them in messages.
-pub(super) fn device_list(
-    spec: &Spec,
-    node: &Node,
-    facts: &StepFacts,
-    host: &str,
-) -> Result<(Vec<usize>, String), PlanError> {
+fn device_list(spec: &Spec, node: &Node, facts: &StepFacts, host: &str) -> Result<(Vec<usize>, String), PlanError> {
     let (mut list, word) = match &spec.target {
         Target::Class(class) => {
             let list = node.class_indexes(*class);

@@ -488,22 +488,27 @@ c_step_cpus() {
         *) echo "holding job got CPUs $held, expected one CPU"; kill "$holder"; return 1 ;;
     esac
     local ok=0
-    # The GPU whose CPUs the step does not have: refused, never bound outside the step.
+    # The GPU next to the step's CPU, whichever it is in bus order (never one it cannot reach).
     probe -n 1 --map-by-device=gpu:ndev=1
     if [[ $held == 0 ]]; then
-        expect_rc 1 && expect_err "none of which are allocated to this step (allowed CPUs: $free)" || ok=1
+        expect_rc 0 && expect_out "$(line 0 1 "$UUID1" - -)" || ok=1
     else
         expect_rc 0 && expect_out "$(line 0 0 "$UUID0" - -)" || ok=1
+    fi
+    # A GPU named by the job is never swapped: outside the step's CPUs it is refused.
+    if ((ok == 0)); then
+        probe -n 1 --map-by-device="$([[ $held == 0 ]] && echo cuda0 || echo cuda1)"
+        expect_rc 1 && expect_err "none of which are allocated to this step (allowed CPUs: $free)" || ok=1
     fi
     # The device next to the step's CPU: bound to it.
     if ((ok == 0)); then
         probe -n 1 --map-by-device="$dev"
         expect_rc 0 && expect_out "$(line 0 "$free" - "=$dev" "$dev:1")" || ok=1
     fi
-    # bind=none keeps Slurm's binding (the step's CPU) and still names the device.
+    # bind=none keeps Slurm's binding (the step's CPU) and still names a device, the near one first.
     if ((ok == 0)); then
         probe -n 1 --map-by-device=gpu:bind=none
-        expect_rc 0 && expect_out "$(line 0 "$free" "$UUID0" - -)" || ok=1
+        expect_rc 0 && expect_out "$(line 0 "$free" "$([[ $free == 1 ]] && echo "$UUID1" || echo "$UUID0")" - -)" || ok=1
     fi
     scancel --quiet --name=bash >/dev/null 2>&1
     kill "$holder" 2>/dev/null
@@ -610,7 +615,7 @@ c_gres_foreign_cpus() {
     e2e_wait_for "[[ -s '$out_a' ]]" 30 || { echo "job A did not start"; scancel "$job"; return 1; }
     echo "job A: $(cat "$out_a")"
     gres_probe -n 1 -c 1 --gres=gpu:1 --map-by-device=gpu
-    expect_rc 1 && expect_err "renderD128 is local to CPUs 0, none of which are allocated to this step (allowed CPUs: 1)" || ok=1
+    expect_rc 1 && expect_err "is local to the step's CPUs 1 (renderD128 at CPUs 0)" || ok=1
     if ((ok == 0)); then
         gres_probe -n 1 -c 1 --gres=gpu:1 --map-by-device=gpu:bind=none
         expect_rc 0 && inside_step && expect_out "$(gline 0 1 1 0 "${GRES_UUID[0]}")" || ok=1

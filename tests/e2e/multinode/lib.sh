@@ -1,0 +1,326 @@
+# shellcheck shell=bash
+# A private three-node Slurm on one machine, for the multi-node end-to-end suite (run.sh).
+# Source this file (it sources tests/e2e/lib.sh for the package install, the plugin build
+# and the daemon helpers), then:
+#
+#   mn_init                 # private directory, munge key, plugin, per-node plugstack files
+#   mn_net_up               # network namespaces: a hub with a bridge, one per node
+#   mn_cluster_start        # munged, slurmctld in the hub, one slurmd per node namespace
+#   set_node_plugstack NODE "ARGS..."   # that node's plugin line (read by each step there)
+#   set_client_plugstack "ARGS..."      # the line srun/sbatch/salloc read (the hub's)
+#   mn_cluster_stop         # stops every daemon it started, by pid
+#   mn_net_down             # removes the namespaces (and with them the bridge and veths)
+#   mn_cleanup              # all of the above, for a trap
+#
+# Layout. Each node is a network namespace ($MN_PREFIX-nodeN) with one veth (eth0) whose
+# peer is on a bridge inside a hub namespace ($MN_PREFIX-hub); addresses are 10.77.0.N/24
+# for node N and 10.77.0.254 for the hub, and exist only inside these namespaces. Each
+# slurmd also has its own UTS namespace (hostname = its node name, so gethostname() and the
+# PMIX_DEVICE_ID host name the node) and mount namespace (its own /etc/hosts naming the
+# nodes). slurmctld and every client (srun, sbatch, salloc, squeue, sinfo, scontrol,
+# scancel) run in the hub: the shell functions below wrap them in nsenter. munged is shared
+# through its socket. The namespaces are entered with `nsenter --net=/run/netns/NAME`:
+# `ip netns exec` remounts /sys, which hides /sys/fs/cgroup, and slurmd then refuses to start.
+#
+# Each slurmd reads its own slurm.conf ($E2E_DIR/etc/slurm-NODE.conf), identical to the
+# clients' except for PlugStackConfig, so that each node has its own plugin line (its own
+# topology=); DebugFlags=NO_CONF_HASH keeps 22.05 from logging the hash mismatch. Debian's
+# slurmd is built without multiple-slurmd support: each slurmd's spool, pid and log files
+# are named with %n. task/affinity and proctrack/linuxproc: cgroup directories would be
+# shared by every slurmd on this one machine.
+
+MN_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/e2e/lib.sh
+source "$MN_HERE/../lib.sh"
+
+MN_NODES=(node1 node2 node3)
+MN_SUBNET=10.77.0
+MN_HUB_ADDR=$MN_SUBNET.254
+# Short and unique per run (interface names are limited to 15 characters).
+MN_PREFIX=mbd$$
+MN_HUB=$MN_PREFIX-hub
+MN_NETNS=()
+# iproute2 for the namespaces, util-linux for nsenter/unshare.
+MN_PACKAGES=(iproute2 util-linux)
+
+mn_log() { printf 'multinode: %s\n' "$*" >&2; }
+
+# Installs the Debian packages the single-node suite needs, and iproute2.
+mn_install_packages() {
+    E2E_PACKAGES+=("${MN_PACKAGES[@]}")
+    e2e_install_packages
+}
+
+mn_node_index() { # NODE -> N
+    echo "${1#node}"
+}
+
+mn_ns() { # NODE -> its namespace name
+    echo "$MN_PREFIX-$1"
+}
+
+# Runs a command in the hub namespace (where slurmctld listens and the clients run).
+mn_hub() {
+    nsenter --net="/run/netns/$MN_HUB" -- "$@"
+}
+
+# The clients, as the tests call them: always in the hub.
+srun() { mn_hub srun "$@"; }
+sbatch() { mn_hub sbatch "$@"; }
+salloc() { mn_hub salloc "$@"; }
+squeue() { mn_hub squeue "$@"; }
+sinfo() { mn_hub sinfo "$@"; }
+scontrol() { mn_hub scontrol "$@"; }
+scancel() { mn_hub scancel "$@"; }
+
+# Creates the hub (bridge with the hub's address) and one namespace per node (a veth on
+# the bridge, the node's address). Everything lives inside namespaces this run created.
+mn_net_up() {
+    local node n ns
+    ip netns add "$MN_HUB" || return 1
+    MN_NETNS+=("$MN_HUB")
+    ip -n "$MN_HUB" link set lo up &&
+        ip -n "$MN_HUB" link add br0 type bridge &&
+        ip -n "$MN_HUB" addr add "$MN_HUB_ADDR/24" dev br0 &&
+        ip -n "$MN_HUB" link set br0 up || return 1
+    for node in "${MN_NODES[@]}"; do
+        n=$(mn_node_index "$node")
+        ns=$(mn_ns "$node")
+        ip netns add "$ns" || return 1
+        MN_NETNS+=("$ns")
+        ip -n "$MN_HUB" link add "veth$n" type veth peer name eth0 netns "$ns" &&
+            ip -n "$MN_HUB" link set "veth$n" master br0 up &&
+            ip -n "$ns" link set lo up &&
+            ip -n "$ns" addr add "$MN_SUBNET.$n/24" dev eth0 &&
+            ip -n "$ns" link set eth0 up || return 1
+    done
+}
+
+# Deletes the namespaces this run created (their veths and the bridge go with them).
+mn_net_down() {
+    local ns
+    for ns in "${MN_NETNS[@]}"; do
+        ip netns del "$ns" 2>/dev/null || mn_log "could not delete network namespace $ns"
+    done
+    MN_NETNS=()
+}
+
+# The private directory, the munge key, the plugin and an empty plugstack per node.
+mn_init() {
+    E2E_DIR=$(mktemp -d /tmp/mbd-mn.XXXXXX) || return 1
+    chmod 755 "$E2E_DIR"
+    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work}
+    chmod 755 "$E2E_DIR"/{etc,munge,lib}
+    chmod 1777 "$E2E_DIR/work"
+    mungekey --create --keyfile="$E2E_DIR/munge/munge.key" >/dev/null 2>&1 ||
+        dd if=/dev/urandom of="$E2E_DIR/munge/munge.key" bs=1024 count=1 status=none
+    chmod 600 "$E2E_DIR/munge/munge.key"
+    export SLURM_CONF=$E2E_DIR/etc/slurm.conf
+    E2E_PLUGIN=$E2E_DIR/lib/map_by_device.so
+    [[ -n ${E2E_PLUGIN_BUILT:-} ]] && e2e_install_plugin "$E2E_PLUGIN_BUILT"
+    local node
+    for node in client "${MN_NODES[@]}"; do
+        mn_write_plugstack "$node" ""
+    done
+    # Each node's /etc/hosts (bind-mounted in its own mount namespace): the nodes and the hub.
+    {
+        echo "127.0.0.1 localhost"
+        echo "$MN_HUB_ADDR $(hostname -s)"
+        for node in "${MN_NODES[@]}"; do
+            echo "$MN_SUBNET.$(mn_node_index "$node") $node"
+        done
+    } >"$E2E_DIR/etc/hosts"
+    chmod 644 "$E2E_DIR/etc/hosts"
+}
+
+# mn_write_plugstack WHO ARGS: the plugstack file of a node (or of the clients); empty ARGS
+# with "-" means no plugin line at all.
+mn_write_plugstack() {
+    local who=$1 args=$2 f=$E2E_DIR/etc/plugstack-$1.conf
+    if [[ $args == - ]]; then
+        : >"$f.new"
+    else
+        printf 'required %s %s\n' "$E2E_PLUGIN" "$args" >"$f.new"
+    fi
+    chmod 644 "$f.new"
+    mv -f "$f.new" "$f"
+}
+
+set_node_plugstack() { mn_write_plugstack "$1" "$2"; }
+set_client_plugstack() { mn_write_plugstack client "$1"; }
+
+# Every node's plugin line with its own topology, plus ARGS; the clients get the plugin
+# with ARGS only (they validate specs and settings, and load no topology).
+MN_TOPOLOGY_node1=$E2E_ROOT/topologies/e2e-2gpu.xml
+MN_TOPOLOGY_node2=$E2E_ROOT/topologies/e2e-2gpu-amd.xml
+MN_TOPOLOGY_node3=$E2E_ROOT/topologies/e2e-nogpu.xml
+mn_topology() { local v="MN_TOPOLOGY_$1"; echo "${!v}"; }
+
+set_plugstacks() {
+    local node
+    for node in "${MN_NODES[@]}"; do
+        mn_write_plugstack "$node" "topology=$(mn_topology "$node") $*"
+    done
+    mn_write_plugstack client "$*"
+}
+
+# slurm.conf for the clients and slurmctld, and one per node that differs only in
+# PlugStackConfig. Every node: the machine's 2 real CPUs (all nodes share CPUs 0 and 1),
+# two fake GPUs as GRES on node1 and node2 (gres.conf File=/dev/null and /dev/zero, which
+# Slurm numbers 0 and 1; the fixtures' GPUs in bus order match that).
+mn_write_slurm_conf() {
+    local cpus node n gres
+    cpus=$(nproc --all)
+    {
+        cat <<EOF
+ClusterName=mbdmn
+SlurmctldHost=$(hostname -s)($MN_HUB_ADDR)
+SlurmctldPort=6817
+SlurmdPort=6818
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$E2E_DIR/munge/munge.socket
+StateSaveLocation=$E2E_DIR/state
+SlurmdSpoolDir=$E2E_DIR/spool/%n
+SlurmctldPidFile=$E2E_DIR/state/slurmctld.pid
+SlurmdPidFile=$E2E_DIR/spool/slurmd-%n.pid
+SlurmctldLogFile=$E2E_DIR/log/slurmctld.log
+SlurmdLogFile=$E2E_DIR/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=debug
+DebugFlags=NO_CONF_HASH
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,bf_interval=1
+MailProg=/bin/true
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+PlugStackConfig=$E2E_DIR/etc/plugstack-client.conf
+ReturnToService=2
+KillWait=2
+MinJobAge=600
+GresTypes=gpu
+EOF
+        for node in "${MN_NODES[@]}"; do
+            n=$(mn_node_index "$node")
+            gres=""
+            [[ $node != node3 ]] && gres=" Gres=gpu:2"
+            echo "NodeName=$node NodeAddr=$MN_SUBNET.$n CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000$gres"
+        done
+        echo "PartitionName=debug Nodes=$(IFS=,; echo "${MN_NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
+    } >"$E2E_DIR/etc/slurm.conf"
+    for node in "${MN_NODES[@]}"; do
+        sed "s|^PlugStackConfig=.*|PlugStackConfig=$E2E_DIR/etc/plugstack-$node.conf|" \
+            "$E2E_DIR/etc/slurm.conf" >"$E2E_DIR/etc/slurm-$node.conf"
+    done
+    {
+        for node in node1 node2; do
+            echo "NodeName=$node Name=gpu File=/dev/null"
+            echo "NodeName=$node Name=gpu File=/dev/zero"
+        done
+    } >"$E2E_DIR/etc/gres.conf"
+    chmod 644 "$E2E_DIR"/etc/*.conf
+}
+
+# Starts one node's slurmd in its namespaces (in the foreground, so $! is slurmd's pid:
+# nsenter and unshare exec without forking, and so does the shell).
+mn_slurmd_start() {
+    local node=$1
+    mkdir -p "$E2E_DIR/spool/$node"
+    nsenter --net="/run/netns/$(mn_ns "$node")" -- unshare --uts --mount --propagation private -- \
+        sh -c 'echo "$1" >/proc/sys/kernel/hostname && mount --bind "$2" /etc/hosts && exec slurmd -D -N "$1" -f "$3"' \
+        sh "$node" "$E2E_DIR/etc/hosts" "$E2E_DIR/etc/slurm-$node.conf" >>"$E2E_DIR/log/slurmd-$node.out" 2>&1 &
+    E2E_PIDS[slurmd-$node]=$!
+}
+
+# Whether every node is idle (not drained, not down).
+mn_all_idle() {
+    local states
+    states=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u)
+    [[ $(grep -c ' idle$' <<<"$states") == "${#MN_NODES[@]}" ]]
+}
+
+# munged, slurmctld (hub) and every slurmd; waits until every node is idle.
+mn_cluster_start() {
+    local log=$E2E_DIR/log node
+    mn_write_slurm_conf
+    munged -F --force --key-file="$E2E_DIR/munge/munge.key" --socket="$E2E_DIR/munge/munge.socket" \
+        --pid-file="$E2E_DIR/munge/munged.pid" --log-file="$log/munged.log" \
+        --seed-file="$E2E_DIR/munge/munged.seed" >>"$log/munged.out" 2>&1 &
+    E2E_PIDS[munged]=$!
+    e2e_wait_for "[[ -S '$E2E_DIR/munge/munge.socket' ]]" 10 || { mn_log "munged did not start"; return 1; }
+    # nsenter execs slurmctld (a shell function here would leave $! a subshell).
+    nsenter --net="/run/netns/$MN_HUB" -- slurmctld -D -i >>"$log/slurmctld.out" 2>&1 &
+    E2E_PIDS[slurmctld]=$!
+    e2e_wait_for "scontrol ping | grep -q UP" 30 || { mn_log "slurmctld did not answer"; return 1; }
+    for node in "${MN_NODES[@]}"; do
+        mn_slurmd_start "$node"
+    done
+    e2e_wait_for mn_all_idle 60 || {
+        mn_log "not every node became idle: $(sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';')"
+        return 1
+    }
+    mn_log "cluster up: ${MN_NODES[*]} ($E2E_DIR)"
+}
+
+# Cancels the jobs, then stops the slurmds (all at once: each takes about 3 s), slurmctld
+# and munged, by pid.
+mn_cluster_stop() {
+    local name pids=() i
+    if [[ -n ${E2E_PIDS[slurmctld]:-} ]]; then
+        scancel --quiet --partition=debug >/dev/null 2>&1 || true
+        e2e_wait_for "[[ -z \$(squeue -h -o %i 2>/dev/null) ]]" 15 || true
+    fi
+    for name in "${!E2E_PIDS[@]}"; do
+        [[ $name == slurmd-* ]] || continue
+        kill -TERM "${E2E_PIDS[$name]}" 2>/dev/null && pids+=("$name")
+    done
+    for ((i = 0; i < 100; i++)); do
+        local alive=0
+        for name in "${pids[@]}"; do
+            kill -0 "${E2E_PIDS[$name]}" 2>/dev/null && alive=1
+        done
+        ((alive)) || break
+        sleep 0.1
+    done
+    for name in "${pids[@]}"; do
+        e2e_stop_daemon "$name"
+    done
+    for name in "${!E2E_PIDS[@]}"; do
+        [[ $name == slurmd-* ]] && e2e_stop_daemon "$name"
+    done
+    e2e_stop_daemon slurmctld
+    e2e_stop_daemon munged
+    return 0
+}
+
+# Prints the end of the daemons' logs (on failure).
+mn_dump_logs() {
+    local f
+    for f in "$E2E_DIR"/log/slurmctld.log "$E2E_DIR"/log/slurmd-*.log; do
+        [[ -f $f ]] || continue
+        printf '\n===== %s (last 80 lines) =====\n' "${f##*/}"
+        tail -n 80 "$f"
+    done
+}
+
+# Stops everything and removes the namespaces and the private directory (kept with E2E_KEEP=1).
+mn_cleanup() {
+    mn_cluster_stop
+    mn_net_down
+    if [[ -n ${E2E_DIR:-} && -d $E2E_DIR ]]; then
+        if [[ ${E2E_KEEP:-0} == 1 ]]; then
+            mn_log "kept $E2E_DIR"
+        else
+            rm -rf "$E2E_DIR"
+        fi
+    fi
+}
