@@ -5,7 +5,8 @@
 #
 # Installs what is missing (Debian packages, Rust), checks the formatting, runs the unit and
 # integration tests of the whole workspace (cargo test --workspace), then the end-to-end
-# suite on a local single-node Slurm (tests/e2e/run.sh, root), then builds, installs and
+# suite on a local single-node Slurm (tests/e2e/run.sh, root) and on a three-node Slurm in
+# network namespaces (tests/e2e/multinode/run.sh, root; installs iproute2), then builds, installs and
 # exercises the Debian package and checks the RPM (tests/package/run.sh). CI runs this (.ci/run).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,6 +29,8 @@ echo "== cargo test --workspace"
 cargo test --workspace
 echo "== tests/e2e/run.sh"
 "$ROOT/tests/e2e/run.sh"
+echo "== tests/e2e/multinode/run.sh"
+"$ROOT/tests/e2e/multinode/run.sh"
 echo "== tests/browser/run.sh" && "$ROOT/tests/browser/run.sh"
 echo "== tests/package/run.sh"
 "$ROOT/tests/package/run.sh"

@@ -2,6 +2,9 @@
 //! `plugin_version` the .so exports is the version of the Slurm it was built against: Slurm
 //! refuses a plugin whose version is not its own ("Incompatible Slurm plugin version").
 //!
+//! It also tells the code which form of `slurm_kill_job_step` that Slurm has
+//! (`cfg(slurm_kill_step = ...)`).
+//!
 //! The header is looked for in `$SLURM_INCLUDE_DIR` (default `/usr/include`); Debian's
 //! `libslurm-dev` installs it.
 
@@ -42,6 +45,16 @@ fn main() {
     if let Err(e) = std::fs::write(out.join("slurm_version.rs"), code) {
         fail(&format!("cannot write {}: {e}", out.join("slurm_version.rs").display()));
     }
+    // slurm_kill_job_step (slurm/slurm.h) changed its arguments twice: (job, step, signal)
+    // up to 23.02, (job, step, signal, flags) from 23.11, (slurm_step_id_t *, signal, flags)
+    // from 25.11 (spank/src/end_step.rs).
+    println!("cargo:rustc-check-cfg=cfg(slurm_kill_step, values(\"ids\", \"ids_flags\", \"step_id\"))");
+    let api = match (major, minor) {
+        (m, n) if (m, n) < (23, 11) => "ids",
+        (m, n) if (m, n) < (25, 11) => "ids_flags",
+        _ => "step_id",
+    };
+    println!("cargo:rustc-cfg=slurm_kill_step=\"{api}\"");
 }
 
 fn fail(message: &str) -> ! {

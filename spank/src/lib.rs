@@ -21,6 +21,8 @@
 
 mod affinity;
 mod cache;
+mod end_step;
+mod het;
 mod step;
 
 use map_by_device::config::Config;
@@ -83,10 +85,15 @@ macro_rules! export_spank_plugin {
                             e
                         })?;
                     }
-                    plugin.$hook(&mut spank).map_err(|e| {
+                    let result = plugin.$hook(&mut spank).map_err(|e| {
                         plugin.report_error(&mut spank, e.as_ref());
                         e
-                    })
+                    });
+                    // A heterogeneous component's init_post_opt is done with its value (het.rs).
+                    if FORGET_OPTION.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                        options.values.remove(OPTION);
+                    }
+                    result
                 })
             }
         )*
@@ -114,6 +121,10 @@ const SLURM_MAX_NORMAL_STEP_ID: u32 = 0xffff_fff0;
 /// The option's name, as users type it (`--map-by-device=SPEC`).
 const OPTION: &str = "map-by-device";
 
+/// Set by srun's/sbatch's/salloc's `init_post_opt`: forget the option's value once the hook
+/// returns, so that the next component of a heterogeneous job shows its own (het.rs).
+static FORGET_OPTION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The option's one-line `--help` text.
 const USAGE: &str = "Give each task its own device and the CPUs near it. SPEC is gpu, network, block, \
 a device name or none, then :qualifiers (interleave shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL overload env=all|none omp closest verbose)";
@@ -130,6 +141,10 @@ pub struct MapByDevice {
     quiet: bool,
     /// slurmd: the topology cache it wrote, whose lock it holds while it runs.
     cache: Option<map_by_device::cache::Written>,
+    /// srun, sbatch, salloc: the components of a heterogeneous job seen so far.
+    components: het::Components,
+    /// A task: `task_init` refused it, so `report_error` ends the step once it said why.
+    end_step: bool,
 }
 
 /// An error a hook returns to Slurm.
@@ -231,10 +246,13 @@ unsafe impl Plugin for MapByDevice {
             if let Some(Err(e)) = &self.config {
                 return Err(HookError::Report(format!("plugstack.conf: {e}")));
             }
-            if let Some(text) = user_spec(spank)? {
-                Spec::parse(&text).map_err(|e| HookError::Report(format!("invalid --{OPTION}={text}: {e}")))?;
+            let text = user_spec(spank)?;
+            if let Some(text) = &text {
+                Spec::parse(text).map_err(|e| HookError::Report(format!("invalid --{OPTION}={text}: {e}")))?;
             }
-            Ok(())
+            // Called once per component of a heterogeneous job: each must say the same.
+            FORGET_OPTION.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.components.add(text.as_deref()).map_err(HookError::Report)
         })
     }
 
@@ -341,6 +359,8 @@ unsafe impl Plugin for MapByDevice {
             }
         });
         self.quiet = matches!(&result, Err(e) if matches!(e.downcast_ref::<HookError>(), Some(HookError::Quiet(_))));
+        self.end_step =
+            matches!(&result, Err(e) if matches!(e.downcast_ref::<HookError>(), Some(HookError::Report(_))));
         result
     }
 
@@ -364,7 +384,7 @@ unsafe impl Plugin for MapByDevice {
 
     /// Errors are shown to the user with `slurm_error` (the crate's default logs at info
     /// level, which users never see from slurmstepd: they would only read "rc=-1").
-    fn report_error(&self, _spank: &mut SpankHandle, error: &dyn Error) {
+    fn report_error(&self, spank: &mut SpankHandle, error: &dyn Error) {
         let mut report = error.to_string();
         let mut source = error.source();
         while let Some(s) = source {
@@ -373,6 +393,18 @@ unsafe impl Plugin for MapByDevice {
         }
         let level = if self.quiet { LogLevel::Debug } else { LogLevel::Error };
         admin_log(level, &report);
+        // A refused task ends its step on every node, now that its reason is on the user's
+        // terminal (end_step.rs). Another task of a node-wide refusal (quiet) leaves it to task 0.
+        if self.end_step {
+            let env = |name: &str| spank.getenv(name).ok().flatten();
+            let ended = match (spank.job_id(), spank.job_stepid()) {
+                (Ok(job), Ok(step)) => end_step::kill_all(&end_step::jobs_of_step(job, env), step),
+                (Err(e), _) | (_, Err(e)) => Err(format!("cannot read the step id: {e}")),
+            };
+            if let Err(e) = ended {
+                admin_log(LogLevel::Error, &format!("the step's tasks on other nodes were not stopped: {e}"));
+            }
+        }
     }
 }
 

@@ -26,8 +26,9 @@
 # clients' except for PlugStackConfig, so that each node has its own plugin line (its own
 # topology=); DebugFlags=NO_CONF_HASH keeps 22.05 from logging the hash mismatch. Debian's
 # slurmd is built without multiple-slurmd support: each slurmd's spool, pid and log files
-# are named with %n. task/affinity and proctrack/linuxproc: cgroup directories would be
-# shared by every slurmd on this one machine.
+# are named with %n. task/affinity and proctrack/pgid: cgroup directories would be shared
+# by every slurmd on this one machine, and proctrack/linuxproc loses a task's children once
+# the task is killed (an orphan keeps the step's output open, and the node completing).
 
 MN_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/e2e/lib.sh
@@ -105,13 +106,16 @@ mn_net_down() {
     MN_NETNS=()
 }
 
-# The private directory, the munge key, the plugin and an empty plugstack per node.
+# The private directory, the munge key, the plugin and each node's plugstack. Under /run,
+# like the single-node suite's: the plugin (root) reads topology= and its settings only
+# through directories that only root can write, so the fixtures are copied in.
 mn_init() {
-    E2E_DIR=$(mktemp -d /tmp/mbd-mn.XXXXXX) || return 1
+    E2E_DIR=$(mktemp -d /run/mbd-mn.XXXXXX) || return 1
     chmod 755 "$E2E_DIR"
-    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work}
-    chmod 755 "$E2E_DIR"/{etc,munge,lib}
+    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work,topologies}
+    chmod 755 "$E2E_DIR"/{etc,munge,lib,topologies}
     chmod 1777 "$E2E_DIR/work"
+    cp "$E2E_ROOT"/topologies/*.xml "$E2E_DIR/topologies/" && chmod 644 "$E2E_DIR"/topologies/*.xml || return 1
     mungekey --create --keyfile="$E2E_DIR/munge/munge.key" >/dev/null 2>&1 ||
         dd if=/dev/urandom of="$E2E_DIR/munge/munge.key" bs=1024 count=1 status=none
     chmod 600 "$E2E_DIR/munge/munge.key"
@@ -119,9 +123,9 @@ mn_init() {
     E2E_PLUGIN=$E2E_DIR/lib/map_by_device.so
     [[ -n ${E2E_PLUGIN_BUILT:-} ]] && e2e_install_plugin "$E2E_PLUGIN_BUILT"
     local node
-    for node in client "${MN_NODES[@]}"; do
-        mn_write_plugstack "$node" ""
-    done
+    # Each node's own topology from the start: slurmd's init then writes no topology cache
+    # (that would go to /run/map-by-device, shared by every slurmd on this machine).
+    set_plugstacks ""
     # Each node's /etc/hosts (bind-mounted in its own mount namespace): the nodes and the hub.
     {
         echo "127.0.0.1 localhost"
@@ -151,15 +155,16 @@ set_client_plugstack() { mn_write_plugstack client "$1"; }
 
 # Every node's plugin line with its own topology, plus ARGS; the clients get the plugin
 # with ARGS only (they validate specs and settings, and load no topology).
-MN_TOPOLOGY_node1=$E2E_ROOT/topologies/e2e-2gpu.xml
-MN_TOPOLOGY_node2=$E2E_ROOT/topologies/e2e-2gpu-amd.xml
-MN_TOPOLOGY_node3=$E2E_ROOT/topologies/e2e-nogpu.xml
+MN_TOPOLOGY_node1=e2e-2gpu.xml
+MN_TOPOLOGY_node2=e2e-2gpu-amd.xml
+MN_TOPOLOGY_node3=e2e-nogpu.xml
+# mn_topology NODE: the fixture file name of a node's topology.
 mn_topology() { local v="MN_TOPOLOGY_$1"; echo "${!v}"; }
 
 set_plugstacks() {
     local node
     for node in "${MN_NODES[@]}"; do
-        mn_write_plugstack "$node" "topology=$(mn_topology "$node") $*"
+        mn_write_plugstack "$node" "topology=$E2E_DIR/topologies/$(mn_topology "$node") $*"
     done
     mn_write_plugstack client "$*"
 }
@@ -191,7 +196,7 @@ SlurmdLogFile=$E2E_DIR/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=debug
 DebugFlags=NO_CONF_HASH
-ProctrackType=proctrack/linuxproc
+ProctrackType=proctrack/pgid
 TaskPlugin=task/affinity
 SwitchType=switch/none
 MpiDefault=none

@@ -1,0 +1,555 @@
+#!/usr/bin/env bash
+# Multi-node end-to-end suite: the plugin on a real three-node Slurm that this script starts
+# on this one machine (lib.sh: one slurmd per network + UTS namespace, slurmctld and the
+# clients in a hub namespace), driven with real srun/sbatch, checked from inside the tasks:
+# node name (Slurm's and gethostname()), SLURM_PROCID, SLURM_LOCALID, Cpus_allowed_list and
+# every variable the plugin may set.
+#
+#   flock /tmp/mbd-slurm.lock tests/e2e/multinode/run.sh          # every case (root)
+#   flock /tmp/mbd-slurm.lock tests/e2e/multinode/run.sh refus    # cases whose name has "refus"
+#   E2E_KEEP=1 ...                                                # keep configs and logs
+#
+# Nodes (each its own topology=; all share this machine's CPUs 0 and 1):
+#   node1  topologies/e2e-2gpu.xml      two NVIDIA GPUs and two mlx5 HCAs, one of each per CPU
+#   node2  topologies/e2e-2gpu-amd.xml  two AMD GPUs, no network adapter; bus order is not
+#                                       CPU order (the first GPU is next to CPU 1)
+#   node3  topologies/e2e-nogpu.xml     no GPU; an Ethernet adapter and a disk
+# node1 and node2 also have two fake GPUs each as GRES (gres.conf File=/dev/null, /dev/zero).
+#
+# Prints one line per case, the failing case's commands and output, the daemons' logs if
+# anything failed, notes (measured times), and finally exactly "N passed, N failed".
+# Does not depend on the prefix of step errors (`slurmstepd-NODE: error:` up to 24.11,
+# `[timestamp] error:` on 26.05).
+
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/e2e/multinode/lib.sh
+source "$HERE/lib.sh"
+
+FILTER=${1:-}
+PASSED=0
+FAILED=0
+FAILED_NAMES=()
+NOTES=()
+OPTION_ENV=SLURM_SPANK__SLURM_SPANK_OPTION_map_by_device_map_by_device
+VARS=(CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES ZE_AFFINITY_MASK ZE_FLAT_DEVICE_HIERARCHY NCCL_IB_HCA UCX_NET_DEVICES PSM3_NIC PMIX_DEVICE_ID)
+
+# --- Helpers -----------------------------------------------------------------------------
+
+# run CMD...: runs it (clients are the hub-wrapped functions of lib.sh), keeping stdout in
+# OUT, stderr in ERR, the exit status in RC and the time it took in SECS.
+run() {
+    local o e t0
+    o=$(mktemp) e=$(mktemp)
+    echo "+ $*"
+    t0=$(date +%s.%N)
+    "$@" >"$o" 2>"$e"
+    RC=$?
+    SECS=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    OUT=$(<"$o") ERR=$(<"$e")
+    rm -f "$o" "$e"
+}
+
+# A command with extra environment, in the hub (`env VAR=... srun` would run the real srun
+# outside the namespaces).
+hub_env() { mn_hub env "$@"; }
+
+# probe SRUN-ARGS...: srun the probe; OUT holds one line per task, sorted by rank.
+probe() {
+    run srun "$@" "$PROBE"
+    OUT=$(sort -V <<<"$OUT")
+}
+
+show() {
+    printf -- '--- exit %s (%s s)\n--- stdout:\n%s\n--- stderr:\n%s\n' "$RC" "$SECS" "$OUT" "$ERR"
+}
+
+expect_rc() {
+    [[ $RC == "$1" ]] && return 0
+    echo "expected exit status $1, got $RC"
+    show
+    return 1
+}
+
+expect_fail() {
+    [[ $RC != 0 ]] && return 0
+    echo "expected a failure, got exit status 0"
+    show
+    return 1
+}
+
+expect_out() {
+    [[ $OUT == "$1" ]] && return 0
+    echo "unexpected task output (- expected, + got):"
+    diff <(printf '%s\n' "$1") <(printf '%s\n' "$OUT") | sed -n '/^[<>]/s/^</-/;s/^>/+/p'
+    show
+    return 1
+}
+
+expect_err() {
+    grep -qF -- "$1" <<<"$ERR" && return 0
+    echo "stderr lacks: $1"
+    show
+    return 1
+}
+
+expect_no_err() {
+    grep -qF -- "$1" <<<"$ERR" || return 0
+    echo "stderr should not have: $1"
+    show
+    return 1
+}
+
+# tl RANK LOCAL NODE CPUS [VAR=VALUE...]: the probe's line for a task; variables not given
+# are expected unset ("-").
+tl() {
+    local rank=$1 local_id=$2 node=$3 cpus=$4 v kv out
+    shift 4
+    out="rank=$rank local=$local_id node=$node host=$node cpus=$cpus"
+    for v in "${VARS[@]}"; do
+        local val=-
+        for kv in "$@"; do
+            [[ ${kv%%=*} == "$v" ]] && val=${kv#*=}
+        done
+        out+=" $v=$val"
+    done
+    echo "$out"
+}
+
+# The variables of each device, as the plugin sets them.
+n1gpu() { echo "CUDA_VISIBLE_DEVICES=${N1_UUID[$1]}" "PMIX_DEVICE_ID=gpu://node1::nvml$1"; }
+n2gpu() { echo "ROCR_VISIBLE_DEVICES=GPU-${N2_UUID[$1]}" "PMIX_DEVICE_ID=gpu://node2::rsmi$1"; }
+n1hca() { echo "NCCL_IB_HCA==mlx5_$1" "UCX_NET_DEVICES=mlx5_$1:1" "PMIX_DEVICE_ID=fab://${N1_GUID[$1]}::${N1_GUID[$1]}"; }
+n3nic() { echo "PMIX_DEVICE_ID=ipv4://$N3_MAC"; }
+
+# Number of jobs slurmctld knows (any state), to prove a refusal created none.
+job_count() { squeue -h -t all -o %i 2>/dev/null | wc -l; }
+
+# Every node idle (not drained, not down) within a few seconds of a step's end.
+expect_idle() {
+    e2e_wait_for mn_all_idle 15 && return 0
+    echo "not every node is idle:"
+    sinfo -N -o '%N %t %E'
+    return 1
+}
+
+# No step of this cluster is left: no slurmstepd process, no running job, no step socket in
+# any node's spool directory.
+expect_nothing_left() {
+    local left
+    e2e_wait_for "[[ -z \$(pgrep -x slurmstepd) && -z \$(squeue -h -t R,CG -o %i) ]]" 15 || {
+        echo "left behind: slurmstepd $(pgrep -x slurmstepd | tr '\n' ' '); jobs $(squeue -h -t R,CG -o '%i %T' | tr '\n' ' ')"
+        return 1
+    }
+    left=$(find "$E2E_DIR"/spool -type s 2>/dev/null)
+    [[ -z $left ]] || { echo "step sockets left in the spool: $left"; return 1; }
+}
+
+# The time from a node's refusal (its slurmd log line, millisecond timestamps) to srun's
+# exit (END, seconds since the epoch).
+refusal_to_exit() { # NODE PATTERN END
+    local stamp
+    stamp=$(grep -F -- "$2" "$E2E_DIR/log/slurmd-$1.log" | tail -n1 | sed -n 's/^\[\([^]]*\)\].*/\1/p')
+    [[ -n $stamp ]] || { echo "?"; return; }
+    awk -v a="$(date -d "${stamp/T/ }" +%s.%N)" -v b="$3" 'BEGIN { printf "%.2f", b - a }'
+}
+
+# run_case NAME FUNCTION: one line per case; the function's output only when it fails.
+run_case() {
+    local name=$1 fn=$2 out t0 tenths
+    out=$(mktemp)
+    t0=$(date +%s%N)
+    if "$fn" >"$out" 2>&1; then
+        PASSED=$((PASSED + 1))
+        tenths=$((($(date +%s%N) - t0) / 100000000))
+        printf 'ok    %-86s %4d.%ds\n' "$name" $((tenths / 10)) $((tenths % 10))
+    else
+        FAILED=$((FAILED + 1))
+        FAILED_NAMES+=("$name")
+        tenths=$((($(date +%s%N) - t0) / 100000000))
+        printf 'FAIL  %-86s %4d.%ds\n' "$name" $((tenths / 10)) $((tenths % 10))
+        sed 's/^/      /' "$out"
+    fi
+    rm -f "$out"
+}
+
+# --- Cases -------------------------------------------------------------------------------
+
+c_two_vendors() {
+    set_plugstacks ""
+    # Two tasks per node; block distribution (the default): ranks 0-1 on node1, 2-3 on node2.
+    # Local ids restart on node2; each node names its own GPUs and itself.
+    probe -w node1,node2 -N2 -n4 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 1 node1 1 $(n1gpu 1)
+        tl 2 0 node2 1 $(n2gpu 0)
+        tl 3 1 node2 0 $(n2gpu 1)
+    )"
+}
+
+c_cyclic_block() {
+    set_plugstacks ""
+    probe -w node1,node2 -N2 -n4 --distribution=cyclic --map-by-device=gpu
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 0 node2 1 $(n2gpu 0)
+        tl 2 1 node1 1 $(n1gpu 1)
+        tl 3 1 node2 0 $(n2gpu 1)
+    )" || return 1
+    probe -w node1,node2 -N2 -n4 --distribution=block --map-by-device=gpu
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 1 node1 1 $(n1gpu 1)
+        tl 2 0 node2 1 $(n2gpu 0)
+        tl 3 1 node2 0 $(n2gpu 1)
+    )"
+}
+
+c_network() {
+    set_plugstacks ""
+    # node1's HCA next to the step's CPU; node3's Ethernet adapter (no NCCL/UCX name).
+    probe -w node1,node3 -N2 -n2 --map-by-device=network
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1hca 0)
+        tl 1 0 node3 0 $(n3nic)
+    )"
+}
+
+c_missing_class_explicit() {
+    set_plugstacks ""
+    local before
+    before=$(job_count)
+    run srun -w node1,node3 -N2 -n2 --map-by-device=gpu bash -c 'sleep 30'
+    expect_fail && expect_err "node node3 has no gpu devices" || return 1
+    ((${SECS%.*} < 10)) || { echo "the step took $SECS s: node1's task was not ended"; return 1; }
+    (($(job_count) == before + 1)) || { echo "expected exactly one job"; return 1; }
+    expect_idle && expect_nothing_left
+}
+
+c_missing_class_default() {
+    set_plugstacks "default=gpu"
+    # The admin's default is soft: node3 runs unmapped, node1 is mapped.
+    probe -w node1,node3 -N2 -n2
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 0 node3 0
+    )" && expect_no_err "map-by-device" || return 1
+    grep -q "default not applied, task runs unmapped: node node3 has no gpu devices" "$E2E_DIR/log/slurmd-node3.log" ||
+        { echo "slurmd-node3.log lacks the soft default's debug line"; return 1; }
+    expect_idle
+}
+
+c_no_plugstack_line() {
+    set_plugstacks ""
+    set_node_plugstack node3 -
+    # A node without the plugin: Slurm only logs it and runs the step there unmapped.
+    probe -w node1,node3 -N2 -n2 --map-by-device=network
+    set_plugstacks ""
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1hca 0)
+        tl 1 0 node3 0
+    )" || return 1
+    grep -q 'option "map-by-device" not found' "$E2E_DIR/log/slurmd-node3.log" ||
+        { echo "slurmd-node3.log does not say the option is unknown there:"; grep -i spank "$E2E_DIR/log/slurmd-node3.log" | tail; return 1; }
+}
+
+c_het_differ() {
+    set_plugstacks ""
+    local before
+    before=$(job_count)
+    run srun -w node1 -n1 --map-by-device=gpu "$PROBE" : -w node3 -n1 --map-by-device=network "$PROBE"
+    expect_fail && expect_err 'component 0: "gpu", component 1: "network"' &&
+        expect_err "give every component the same --map-by-device" || return 1
+    run srun -w node1 -n1 --map-by-device=gpu "$PROBE" : -w node2 -n1 "$PROBE"
+    expect_fail && expect_err 'component 0: "gpu", component 1: not given' || return 1
+    run sbatch -w node1 -n1 --map-by-device=gpu : -w node2 -n1 --map-by-device=network --wrap true
+    expect_fail && expect_err 'component 0: "gpu", component 1: "network"' || return 1
+    [[ $(job_count) == "$before" ]] || { echo "a refused heterogeneous submission created a job"; squeue -t all; return 1; }
+}
+
+c_het_same() {
+    set_plugstacks ""
+    # One spec for both components, each mapped on its own node from that node's topology.
+    run srun -w node1 -n1 --map-by-device=gpu "$PROBE" : -w node2 -n1 --map-by-device=gpu "$PROBE"
+    OUT=$(sort -V <<<"$OUT")
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 0 node2 0 $(n2gpu 1)
+    )" || return 1
+    # The environment form applies to every component alike.
+    run hub_env "$OPTION_ENV=network" srun -w node1 -n1 "$PROBE" : -w node3 -n1 "$PROBE"
+    OUT=$(sort -V <<<"$OUT")
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1hca 0)
+        tl 1 0 node3 0 $(n3nic)
+    )"
+}
+
+c_refusal_ends_step() {
+    set_plugstacks ""
+    local end took
+    # node2 has no network adapter: its refusal ends node1's task too (it would sleep 30 s).
+    run srun -w node1,node2 -N2 -n2 --map-by-device=network sleep 30
+    end=$(date +%s.%N)
+    expect_fail && expect_err "node node2 has no network devices: run on a node that has them" &&
+        expect_err "node1: task 0: Killed" || return 1
+    [[ $(grep -c "node node2 has no network devices" <<<"$ERR") == 1 ]] || { echo "refusal not said exactly once"; show; return 1; }
+    ((${SECS%.*} < 10)) || { echo "srun took $SECS s"; show; return 1; }
+    took=$(refusal_to_exit node2 "node node2 has no network devices" "$end")
+    NOTES+=("a step refused on node2 ended on every node: srun exited $took s after the refusal ($SECS s in all, exit $RC)")
+    expect_idle && expect_nothing_left || return 1
+    # The same as an unprivileged user (the step is ended with the user's own credentials),
+    # with a task that has a child: the whole process group goes. Slurm's proctrack/pgid then
+    # polls for the group's end (after 1 s, 3 s, ...), which srun waits for.
+    run mn_hub runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" srun --chdir=/tmp -w node1,node2 -N2 -n2 \
+        --map-by-device=network bash -c 'sleep 30; echo survived'
+    expect_fail && expect_err "node node2 has no network devices" && [[ $OUT != *survived* ]] || { show; return 1; }
+    ((${SECS%.*} < 10)) || { echo "srun (nobody) took $SECS s"; show; return 1; }
+    NOTES+=("the same as nobody, node1's task with a child process: srun exited after $SECS s")
+    expect_no_err "were not stopped" && expect_idle && expect_nothing_left
+}
+
+c_refusal_ends_het_step() {
+    set_plugstacks ""
+    local end took
+    # A heterogeneous step: node3's component is refused, node1's component ends with it.
+    # When the kill reaches srun before it saw node1's component start, srun itself waits up
+    # to 10 s for every component to start (_wait_all_het_job_comps_started, 22.05-26.05).
+    run srun -w node1 -n1 --map-by-device=gpu sleep 30 : -w node3 -n1 --map-by-device=gpu sleep 30
+    end=$(date +%s.%N)
+    expect_fail && expect_err "node node3 has no gpu devices" && expect_err "node1: task 0: Killed" || return 1
+    ((${SECS%.*} < 15)) || { echo "srun took $SECS s"; show; return 1; }
+    took=$(refusal_to_exit node3 "node node3 has no gpu devices" "$end")
+    NOTES+=("a heterogeneous step refused in one component: srun exited $took s after the refusal ($SECS s with the allocation)")
+    expect_idle && expect_nothing_left
+}
+
+c_partial_node() {
+    set_plugstacks ""
+    # One CPU per node (CPU 0 on each): node2's first GPU in bus order is next to CPU 1, so
+    # its task gets the other one, next to CPU 0.
+    probe -w node1,node2 -N2 -n2 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 0 node2 0 $(n2gpu 1)
+    )" || return 1
+    # bind=none keeps Slurm's CPU and still hands out the near GPU first.
+    probe -w node1,node2 -N2 -n2 --map-by-device=gpu:bind=none
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 0 node2 0 $(n2gpu 1)
+    )" || return 1
+    # Under the admin's default the same step is mapped, not quietly left unmapped.
+    set_plugstacks "default=gpu"
+    probe -w node1,node2 -N2 -n2
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 0 node2 0 $(n2gpu 1)
+    )"
+}
+
+c_partial_node_too_many() {
+    set_plugstacks ""
+    # Two tasks on node2's CPU 0 (--overcommit): one GPU is near, the other is not.
+    run srun -w node2 -n2 --overcommit --map-by-device=gpu "$PROBE"
+    if [[ $RC == 0 ]]; then
+        NOTES+=("overcommit case: Slurm gave the step more than CPU 0 ($OUT); skipped")
+        return 0
+    fi
+    expect_err "outside them: rsmi0 at CPUs 1" && expect_idle
+}
+
+c_batch() {
+    set_plugstacks ""
+    local script=$E2E_DIR/work/batch.sh out=$E2E_DIR/work/batch.out
+    cat >"$script" <<EOF
+#!/bin/bash
+#SBATCH --map-by-device=gpu
+#SBATCH --nodes=2
+#SBATCH --ntasks=2
+#SBATCH --nodelist=node1,node2
+#SBATCH --output=$out
+echo "script node=\$SLURMD_NODENAME CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES:--} ROCR_VISIBLE_DEVICES=\${ROCR_VISIBLE_DEVICES:--}"
+srun $PROBE | sort -V
+srun --map-by-device=none $PROBE | sort -V
+EOF
+    rm -f "$out"
+    run sbatch --parsable "$script"
+    expect_rc 0 || return 1
+    local job=$OUT
+    # (sbatch --wait polls slurmctld at growing intervals: this is quicker.)
+    e2e_wait_for "[[ -z \$(squeue -h -j $job -o %i 2>/dev/null) ]]" 60 || { echo "job $job did not end"; return 1; }
+    [[ $(scontrol show job "$job" | grep -o 'ExitCode=[0-9:]*' | head -n1) == ExitCode=0:0 ]] ||
+        { echo "job $job failed:"; scontrol show job "$job"; cat "$out"; return 1; }
+    OUT=$(<"$out")
+    # The batch script is not a task (not mapped); the #SBATCH spec reaches the step on both
+    # nodes; an srun's own --map-by-device=none overrides it.
+    expect_out "$(
+        echo "script node=node1 CUDA_VISIBLE_DEVICES=- ROCR_VISIBLE_DEVICES=-"
+        tl 0 0 node1 0 $(n1gpu 0)
+        tl 1 0 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0
+        tl 1 0 node2 0
+    )"
+}
+
+# gres_probe SRUN-ARGS...: the GRES probe, sorted by rank. Slurm writes its GPU indices into
+# CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES and ZE_AFFINITY_MASK (which of them depends on
+# the release); the plugin replaces only its own vendor's, so the others keep Slurm's
+# indices: any index list there (or unset) reads as "idx".
+gres_probe() {
+    run srun "$@" "$GPROBE"
+    local idx='s/ (CUDA_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|ZE_AFFINITY_MASK)=([0-9,]+|-)( |$)/ \1=idx\3/g'
+    OUT=$(sort -V <<<"$OUT" | sed -E "$idx; $idx")
+}
+
+c_gres() {
+    set_plugstacks ""
+    local idx="ROCR_VISIBLE_DEVICES=idx ZE_AFFINITY_MASK=idx" idx2="CUDA_VISIBLE_DEVICES=idx ZE_AFFINITY_MASK=idx"
+    # One GRES GPU per node, both CPUs: Slurm's GPU 0 on each node (bus order), named to its
+    # vendor's runtime.
+    gres_probe -w node1,node2 -N2 -n2 -c2 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(
+        echo "$(tl 0 0 node1 0 $idx $(n1gpu 0)) SLURM_STEP_GPUS=0"
+        echo "$(tl 1 0 node2 1 $idx2 $(n2gpu 0)) SLURM_STEP_GPUS=0"
+    )" || return 1
+    # Both GPUs of both nodes, two tasks per node: each task its own.
+    gres_probe -w node1,node2 -N2 -n4 --gres=gpu:2 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(
+        echo "$(tl 0 0 node1 0 $idx $(n1gpu 0)) SLURM_STEP_GPUS=0,1"
+        echo "$(tl 1 1 node1 1 $idx $(n1gpu 1)) SLURM_STEP_GPUS=0,1"
+        echo "$(tl 2 0 node2 1 $idx2 $(n2gpu 0)) SLURM_STEP_GPUS=0,1"
+        echo "$(tl 3 1 node2 0 $idx2 $(n2gpu 1)) SLURM_STEP_GPUS=0,1"
+    )"
+}
+
+c_twenty_steps() {
+    set_plugstacks ""
+    local i want
+    want=$(
+        tl 0 0 node1 0 $(n1hca 0)
+        tl 1 0 node3 0 $(n3nic)
+    )
+    for ((i = 1; i <= 20; i++)); do
+        if ((i % 2)); then
+            probe -w node1,node3 -N2 -n2 --map-by-device=network
+            expect_rc 0 && expect_out "$want" || { echo "(step $i)"; return 1; }
+        else
+            probe -w node1,node2 -N2 -n4 --map-by-device=gpu
+            expect_rc 0 && expect_out "$(
+                tl 0 0 node1 0 $(n1gpu 0)
+                tl 1 1 node1 1 $(n1gpu 1)
+                tl 2 0 node2 1 $(n2gpu 0)
+                tl 3 1 node2 0 $(n2gpu 1)
+            )" || { echo "(step $i)"; return 1; }
+        fi
+    done
+    expect_nothing_left && expect_idle
+}
+
+CASES=(
+    "-N2 GPUs of two vendors: local ids restart per node, each node's own UUIDs and host|c_two_vendors"
+    "--distribution=cyclic and block|c_cyclic_block"
+    "network across nodes: an InfiniBand HCA on node1, Ethernet on node3|c_network"
+    "a node without GPUs, explicit spec: the whole step fails naming node3|c_missing_class_explicit"
+    "a node without GPUs, admin default: unmapped there, mapped on node1|c_missing_class_default"
+    "a node without the plugstack line runs the step unmapped; slurmd says so|c_no_plugstack_line"
+    "heterogeneous (defect 1): differing specs are refused in srun/sbatch|c_het_differ"
+    "heterogeneous (defect 1): one spec (option or environment) maps each component|c_het_same"
+    "refusal (defect 2): node2's refusal ends node1's task promptly, as root and nobody|c_refusal_ends_step"
+    "refusal (defect 2): a heterogeneous step ends in every component|c_refusal_ends_het_step"
+    "partial node (defect 3): a step on CPU 0 gets the GPU next to CPU 0|c_partial_node"
+    "partial node (defect 3): more tasks than near GPUs is refused naming the far one|c_partial_node_too_many"
+    "a batch job's #SBATCH --map-by-device reaches its steps on every node|c_batch"
+    "GRES GPUs across two nodes|c_gres"
+    "20 consecutive multi-node steps, nothing left behind|c_twenty_steps"
+)
+
+# --- Main --------------------------------------------------------------------------------
+
+summary() {
+    if ((FAILED > 0)); then
+        printf '\nfailed: %s\n' "${FAILED_NAMES[@]}"
+        [[ -n ${E2E_DIR:-} ]] && mn_dump_logs
+    fi
+    local n
+    for n in "${NOTES[@]}"; do printf 'note: %s\n' "$n"; done
+    echo "$PASSED passed, $FAILED failed"
+}
+
+abort() {
+    FAILED=$((FAILED + 1))
+    FAILED_NAMES+=("$1")
+    printf 'FAIL  %s\n' "$1"
+    summary
+    exit 1
+}
+
+# xml_info FILE BUSID KEY: the first info KEY after the PCI function BUSID.
+xml_info() {
+    awk -v bus="pci_busid=\"$2\"" -v key="name=\"$3\"" '
+        index($0, bus) { on = 1 }
+        on && index($0, key) { sub(/.*value="/, ""); sub(/".*/, ""); print; exit }' "$1"
+}
+
+main() {
+    local t0=$SECONDS entry wanted=()
+    if [[ $(id -u) != 0 ]]; then
+        echo "tests/e2e/multinode/run.sh starts slurmd and slurmctld in network namespaces: run it as root" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    for entry in "${CASES[@]}"; do
+        [[ -z $FILTER || ${entry%%|*} == *"$FILTER"* ]] && wanted+=("$entry")
+    done
+    mn_install_packages || abort "installing the Debian packages"
+    e2e_build_plugin || abort "building the plugin"
+    local t1 t2 t3
+    t1=$E2E_ROOT/topologies/$(mn_topology node1)
+    t2=$E2E_ROOT/topologies/$(mn_topology node2)
+    t3=$E2E_ROOT/topologies/$(mn_topology node3)
+    N1_UUID=("$(xml_info "$t1" 0000:17:00.0 NVIDIAUUID)" "$(xml_info "$t1" 0000:65:00.0 NVIDIAUUID)")
+    N1_GUID=("$(xml_info "$t1" 0000:18:00.0 NodeGUID)" "$(xml_info "$t1" 0000:66:00.0 NodeGUID)")
+    N2_UUID=("$(xml_info "$t2" 0000:41:00.0 AMDUUID)" "$(xml_info "$t2" 0000:c1:00.0 AMDUUID)")
+    N3_MAC=$(xml_info "$t3" 0000:01:00.0 Address)
+    for v in "${N1_UUID[@]}" "${N1_GUID[@]}" "${N2_UUID[@]}" "$N3_MAC"; do
+        [[ -n $v ]] || abort "reading the fixtures' identities ($t1 $t2 $t3)"
+    done
+
+    mn_init || abort "creating the private cluster directory"
+    trap mn_cleanup EXIT
+    trap 'exit 130' INT TERM
+    PROBE=$E2E_DIR/work/probe.sh
+    cat >"$PROBE" <<EOF
+#!/bin/bash
+# One line per task: rank, local id, Slurm's node name and gethostname(), CPUs, and every
+# variable the plugin may set ("-" when unset).
+out="rank=\$SLURM_PROCID local=\$SLURM_LOCALID node=\$SLURMD_NODENAME host=\$(cat /proc/sys/kernel/hostname)"
+out+=" cpus=\$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+for v in ${VARS[*]}; do
+    val=\$(env | sed -n "s/^\$v=//p")
+    out+=" \$v=\${val:--}"
+done
+echo "\$out"
+EOF
+    # The GRES probe: the same, plus the GPUs Slurm gave the step.
+    GPROBE=$E2E_DIR/work/gprobe.sh
+    printf '#!/bin/bash\necho "$(%s) SLURM_STEP_GPUS=${SLURM_STEP_GPUS:--}"\n' "$PROBE" >"$GPROBE"
+    chmod 755 "$PROBE" "$GPROBE"
+
+    mn_net_up || abort "creating the network namespaces"
+    local t_start=$SECONDS
+    mn_cluster_start || { mn_dump_logs; abort "starting the three-node cluster"; }
+    NOTES+=("cluster start took $((SECONDS - t_start)) s")
+    for entry in "${wanted[@]}"; do
+        run_case "${entry%%|*}" "${entry##*|}"
+    done
+    local t_stop=$SECONDS
+    mn_cluster_stop
+    NOTES+=("cluster stop took $((SECONDS - t_stop)) s; the suite $((SECONDS - t0)) s")
+    summary
+    ((FAILED == 0))
+}
+
+main "$@"
