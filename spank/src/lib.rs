@@ -7,12 +7,14 @@
 //! - `init` (every context): register `--map-by-device`, read the plugstack.conf arguments;
 //!   in slurmd, discover the node once and write the topology cache the steps read.
 //! - `init_post_opt` in srun/sbatch/salloc: refuse a bad spec or a broken configuration
-//!   before anything is allocated or launched.
+//!   before anything is allocated or launched, and heterogeneous components whose specs
+//!   differ (het.rs).
 //! - `user_init` in slurmstepd, once per step: load the topology, make the whole node's plan,
 //!   keep it (or the refusal) for the tasks.
 //! - `task_init` in each task, as the user, after Slurm's own binding and just before exec:
 //!   set the task's CPU mask and variables; report a refusal of the job's own request (the
-//!   step fails, srun exits 1), including a GPU mapping on top of Slurm's `--gpu-bind`.
+//!   step fails, srun exits 1), including a GPU mapping on top of Slurm's `--gpu-bind`;
+//!   a refused task then ends its step on every node (end_step.rs).
 //! - `slurmd_exit`: remove the topology cache this slurmd wrote.
 //!
 //! **Invariants:** no panic leaves a hook (each body runs under `catch_unwind`, so the
