@@ -10,7 +10,8 @@
 //! and leaves the other nodes running; from 23.11 it marks the step failed (srun exits 1) but
 //! still does not stop the other nodes (slurmstepd `mgr.c:_fork_all_tasks`, Slurm bug 7573).
 //!
-//! So the refused task asks slurmctld to kill its step, as `scancel JOB.STEP` would: the
+//! So the refused task asks slurmctld to kill its step (unless the whole node's plan was
+//! refused on a step of one node: every task fails then anyway), as `scancel JOB.STEP` would: the
 //! request is `REQUEST_CANCEL_JOB_STEP` with SIGKILL, which slurmctld sends to every node of
 //! the step; for a heterogeneous job's leader it kills every component's step. It runs in
 //! the task (the job's user, after Slurm's setuid), so it is authorised as that user and can
@@ -42,6 +43,13 @@ extern "C" {
     fn slurm_kill_job_step(job_id: u32, step_id: u32, signal: u16, flags: u16) -> c_int;
     #[cfg(slurm_kill_step = "step_id")]
     fn slurm_kill_job_step(step_id: *mut SlurmStepId, signal: u16, flags: u16) -> c_int;
+}
+
+/// Whether the step has tasks beyond this node: more than one node (`S_JOB_NNODES`, unknown
+/// counts as more), or a component of a heterogeneous step (`SLURM_HET_SIZE` in the task's
+/// environment: each component's slurmstepd counts only its own nodes).
+pub fn spans_other_nodes(nnodes: Option<u32>, env: impl Fn(&str) -> Option<String>) -> bool {
+    nnodes.is_none_or(|n| n > 1) || env("SLURM_HET_SIZE").is_some()
 }
 
 /// The jobs whose step `step` is to be killed, in order: in a heterogeneous step the
@@ -112,6 +120,15 @@ pub fn kill(job: u32, step: u32) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_of_one_node_is_not_killed_for_a_node_wide_refusal() {
+        let none = |_: &str| None;
+        assert!(!spans_other_nodes(Some(1), none));
+        assert!(spans_other_nodes(Some(2), none));
+        assert!(spans_other_nodes(None, none));
+        assert!(spans_other_nodes(Some(1), |k: &str| (k == "SLURM_HET_SIZE").then(|| "2".to_string())));
+    }
 
     #[test]
     fn a_heterogeneous_step_is_killed_through_its_leader_too() {

@@ -325,6 +325,8 @@ unsafe impl Plugin for MapByDevice {
     }
 
     fn task_init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        // A refusal of this task alone, rather than of the whole node's plan.
+        let mut per_task = false;
         let result = guarded("task_init", || {
             let Some(step) = &self.step else { return Ok(()) };
             let task = spank.task_id().map_err(|e| HookError::Report(format!("cannot read the task id: {e}")))?;
@@ -357,12 +359,18 @@ unsafe impl Plugin for MapByDevice {
                     admin_log(LogLevel::Debug, &format!("default not applied to task {task}: {message}"));
                     Ok(())
                 }
-                Err(Refusal::Task(message)) => Err(HookError::Report(message)),
+                Err(Refusal::Task(message)) => {
+                    per_task = true;
+                    Err(HookError::Report(message))
+                }
             }
         });
         self.quiet = matches!(&result, Err(e) if matches!(e.downcast_ref::<HookError>(), Some(HookError::Quiet(_))));
-        self.end_step =
-            matches!(&result, Err(e) if matches!(e.downcast_ref::<HookError>(), Some(HookError::Report(_))));
+        // The step ends on every node (end_step.rs) unless every task is failing anyway: a
+        // node-wide refusal on a step of one node, not part of a heterogeneous step.
+        let reported = matches!(&result, Err(e) if matches!(e.downcast_ref::<HookError>(), Some(HookError::Report(_))));
+        let env = |name: &str| spank.getenv(name).ok().flatten();
+        self.end_step = reported && (per_task || end_step::spans_other_nodes(spank.job_nnodes().ok(), env));
         result
     }
 
