@@ -71,6 +71,52 @@ pub fn env_text(task: &TaskPlan) -> String {
     }
 }
 
+/// The values `plan --short` prints in full; longer ones (UUIDs, PMIx ids) are named only.
+const SHORT_VALUE: usize = 16;
+
+/// `plan --short`: a table that fits a terminal, one row per task: its devices by name (and
+/// `+adapter` for a paired one), its CPUs, and the variables it gets, with the values of the
+/// short ones (`NCCL_IB_HCA==mlx5_0`, `OMP_NUM_THREADS=4`) and the names alone of the long
+/// ones (a GPU's UUID is the device's, shown by `devices`); then the warnings.
+pub fn plan_short(node: &Node, plan: &Plan) -> String {
+    let rows: Vec<[String; 4]> = plan
+        .tasks
+        .iter()
+        .map(|t| {
+            let mut devices: Vec<String> =
+                t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| printable(&d.name)).collect();
+            devices.extend(
+                t.adapters
+                    .iter()
+                    .filter_map(|p| node.devices.get(p.device))
+                    .map(|d| format!("+{}", printable(&d.name))),
+            );
+            let vars: Vec<String> = t
+                .env
+                .iter()
+                .map(|(k, v)| if v.len() <= SHORT_VALUE { format!("{k}={}", printable(v)) } else { k.clone() })
+                .collect();
+            [
+                t.task.to_string(),
+                if devices.is_empty() { "-".into() } else { devices.join(",") },
+                cpus_text(t),
+                if vars.is_empty() { "-".into() } else { vars.join(" ") },
+            ]
+        })
+        .collect();
+    let header = ["TASK", "DEVICES", "CPUS", "VARIABLES"].map(String::from);
+    let width = |c: usize| std::iter::once(&header).chain(&rows).map(|r| r[c].len()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let mut out = String::new();
+    for r in std::iter::once(&header).chain(&rows) {
+        out.push_str(&format!("{:<w0$}  {:<w1$}  {:<w2$}  {}\n", r[0], r[1], r[2], r[3]));
+    }
+    for w in &plan.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
 /// One line per task, like `--cpu-bind=verbose`:
 /// `task 0 on node1: gpu 0000:06:00.0 cuda0 GPU-...; cpus 16,144; CUDA_VISIBLE_DEVICES=GPU-... PMIX_DEVICE_ID=...`
 pub fn task_line(node: &Node, task: &TaskPlan) -> String {

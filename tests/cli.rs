@@ -301,6 +301,28 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
+fn short_plans_fit_a_terminal() {
+    let turin = topo("turin-h200.xml");
+    let long = ok(&["plan", "--topology", &turin, "-n", "4", "gpu:adapters"]);
+    let short = ok(&["plan", "--short", "--topology", &turin, "-n", "4", "gpu:adapters"]);
+    assert!(long.lines().any(|l| l.len() > 250), "{long}");
+    assert!(short.lines().all(|l| l.len() <= 120), "{short}");
+    let rows: Vec<&str> = short.lines().collect();
+    assert!(rows[0].starts_with("TASK  DEVICES"), "{short}");
+    // The same plan: task 2's GPU, adapter and CPUs; the UUID by name only.
+    assert!(
+        rows[3].starts_with("2 ") && rows[3].contains("cuda2,+mlx5_4") && rows[3].contains("96-111,224-239"),
+        "{short}"
+    );
+    assert!(rows[3].contains("NCCL_IB_HCA==mlx5_4") && !rows[3].contains("GPU-"), "{short}");
+    assert!(long.contains("GPU-96c8418c"), "{long}");
+    // Warnings stay.
+    let w = ok(&["plan", "--short", "--topology", &turin, "-n", "1", "block"]);
+    assert!(w.lines().last().unwrap().starts_with("warning: all 2 block devices"), "{w}");
+    refused(&["plan", "--short", "--json", "--topology", &turin, "-n", "1", "gpu"]);
+}
+
+#[test]
 fn refusals_name_the_next_keystroke() {
     let turin = topo("turin-h200.xml");
     for (spec, hint) in [

@@ -159,6 +159,10 @@ struct PlanArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Print a table that fits a terminal: each task's devices by name, its CPUs, and its
+    /// variables (long values such as UUIDs by name only).
+    #[arg(long, conflicts_with = "json")]
+    short: bool,
     /// Also draw the plan as an SVG picture in FILE (written for a refused plan too).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -521,6 +525,9 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
             let plan = outcome?;
             if args.json {
                 return Ok((format!("{}\n", report::plan_json(&node, &plan)), true));
+            }
+            if args.short {
+                return Ok((report::plan_short(&node, &plan), true));
             }
             let mut out = String::new();
             for t in &plan.tasks {
