@@ -15,6 +15,8 @@
 # - the host's Rust toolchain, read-only: /root/.rustup and /root/.cargo (rustup's proxies),
 #   because no rustup server is reachable here. CARGO_HOME is a writable directory of the
 #   root, so crates still come from crates.io;
+# - the host's CA bundle, read-only, for cargo's downloads (SSL_CERT_FILE, CARGO_HTTP_CAINFO):
+#   where the network intercepts TLS, only the host's trust store knows the interceptor;
 # - download caches (speed only): DIR/var/cache/apt/archives and CARGO_HOME/registry are bind
 #   mounts of $MBD_CI_CACHE/apt/SUITE and $MBD_CI_CACHE/cargo-registry. Every package is still
 #   installed inside the root, by the project's own scripts; the caches only spare downloads.
@@ -27,6 +29,8 @@ MBD_CI_CACHE=${MBD_CI_CACHE:-/var/cache/map-by-device-ci}
 # from it), not under /root (mode 700).
 MBD_CI_SRC=/srv/map-by-device
 MBD_CI_CARGO_HOME=/var/lib/map-by-device-ci/cargo
+MBD_CI_CA_FILE=${MBD_CI_CA_FILE:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}
+MBD_CI_CA_IN_ROOT=/etc/map-by-device-ci/host-ca.crt
 
 roots_log() { printf 'ci: %s\n' "$*" >&2; }
 
@@ -90,6 +94,11 @@ roots_mount() {
     roots_bind "$MBD_CI_CACHE/cargo-registry" "$dir$MBD_CI_CARGO_HOME/registry" rw || return 1
     roots_bind "$HOME/.rustup" "$dir/root/.rustup" ro || return 1
     roots_bind "$HOME/.cargo" "$dir/root/.cargo" ro || return 1
+    if [[ -f $MBD_CI_CA_FILE ]]; then
+        mkdir -p "$(dirname "$dir$MBD_CI_CA_IN_ROOT")"
+        touch "$dir$MBD_CI_CA_IN_ROOT"
+        roots_bind "$MBD_CI_CA_FILE" "$dir$MBD_CI_CA_IN_ROOT" ro || return 1
+    fi
 }
 
 # roots_bind SRC DST rw|ro
@@ -140,9 +149,10 @@ roots_cleanup() {
 
 # roots_exec DIR CMD...: runs CMD inside the (mounted) root with a clean environment.
 roots_exec() {
-    local dir=$1
+    local dir=$1 ca=()
     shift
-    chroot "$dir" /usr/bin/env -i \
+    [[ -s $dir$MBD_CI_CA_IN_ROOT ]] && ca=(SSL_CERT_FILE="$MBD_CI_CA_IN_ROOT" CARGO_HTTP_CAINFO="$MBD_CI_CA_IN_ROOT")
+    chroot "$dir" /usr/bin/env -i "${ca[@]}" \
         HOME=/root USER=root LOGNAME=root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
         PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         CARGO_HOME="$MBD_CI_CARGO_HOME" CARGO_TERM_COLOR=never \

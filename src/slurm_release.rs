@@ -116,6 +116,15 @@ fn section(b: &[u8], index: usize) -> Result<Section, ElfError> {
 
 /// The value of the exported 4-byte data symbol `name` of a shared object (`plugin_version`).
 pub fn exported_u32(bytes: &[u8], name: &str) -> Result<u32, ElfError> {
+    match symbol_offset(bytes, name)? {
+        Some(at) => u32_at(bytes, at).ok_or(ElfError::Malformed("symbol value")),
+        None => Ok(0),
+    }
+}
+
+/// Where in the file the exported data symbol `name` is stored; `None` for a zero-initialised
+/// one (`.bss`, not in the file).
+pub fn symbol_offset(bytes: &[u8], name: &str) -> Result<Option<usize>, ElfError> {
     if bytes.get(..4) != Some(b"\x7fELF".as_slice()) {
         return Err(ElfError::NotElf);
     }
@@ -148,14 +157,14 @@ pub fn exported_u32(bytes: &[u8], name: &str) -> Result<u32, ElfError> {
         }
         let home = section(bytes, shndx)?;
         if home.kind == SHT_NOBITS {
-            return Ok(0); // zero-initialised (.bss)
+            return Ok(None);
         }
         let at = value
             .checked_sub(home.addr)
             .and_then(|d| usize::try_from(d).ok())
             .and_then(|d| d.checked_add(home.offset))
             .ok_or(ElfError::Malformed("symbol address"))?;
-        return u32_at(bytes, at).ok_or(ElfError::Malformed("symbol value"));
+        return Ok(Some(at));
     }
     Err(ElfError::NoSymbol(name.to_string()))
 }
