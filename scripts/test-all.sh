@@ -98,7 +98,8 @@ main() {
         return
     fi
     log=$(mktemp /tmp/mbd-test-all.XXXXXX)
-    trap 'rm -f "$log"' EXIT
+    TEST_ALL_LOG=$log
+    trap 'rm -f "$TEST_ALL_LOG"' EXIT
     for entry in "${SUITES[@]}"; do
         name=${entry%%|*} cmd=${entry#*|}
         if ((${#wanted[@]})) && ! printf '%s\n' "${wanted[@]}" | grep -qx "$name"; then

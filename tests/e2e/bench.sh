@@ -15,22 +15,23 @@
 #              (each task bound and given its GPU's variables)
 #
 # for N = 8 and N = 1, then prints medians and their ratios to "empty", and the median of the
-# per-round ratios (each round times every setting back to back, so load that comes and goes
-# on a shared machine hits a round's settings alike). The checks, in scripts/test-all.sh's
+# per-round ratios (each round times every setting back to back, in a new random order, so
+# load that comes and goes on a shared machine hits a round's settings alike and no setting
+# always runs right after the same other one). The checks, in scripts/test-all.sh's
 # convention ("N passed, N failed"): mapping from the cache within 1.03 of an empty plugstack
 # at N=1 and N=8 (per-round ratios). Also printed: unused (target 1.02) and topology= (1.05),
 # and the added milliseconds at N=1 and N=8 (the per-task cost must not grow with N). The
 # line "bench: ratios ..." is what .ci/run shows per release.
 #
-#   tests/e2e/bench.sh                 # 40 rounds
-#   E2E_BENCH_ROUNDS=80 tests/e2e/bench.sh
+#   tests/e2e/bench.sh                 # 60 rounds
+#   E2E_BENCH_ROUNDS=120 tests/e2e/bench.sh
 
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/e2e/lib.sh
 source "$HERE/lib.sh"
 
-ROUNDS=${E2E_BENCH_ROUNDS:-40}
+ROUNDS=${E2E_BENCH_ROUNDS:-60}
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
 CONFIGS=(empty unused cache live nocache fixture)
 # The cache path's bound, as a ratio to an empty plugstack.
@@ -92,7 +93,7 @@ e2e_log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do
     for n in 8 1; do
         declare -A round=()
-        for c in "${CONFIGS[@]}"; do
+        for c in $(printf '%s\n' "${CONFIGS[@]}" | shuf); do
             configure "$c"
             round[$c]=$(timed -n "$n" "${OPT[@]}")
             SAMPLES[$c.$n]+="${round[$c]} "

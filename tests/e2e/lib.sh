@@ -230,7 +230,8 @@ EOF
     chmod 644 "$E2E_DIR/etc/slurm.conf" "$E2E_DIR/etc/cgroup.conf" "$E2E_DIR/etc/gres.conf"
 }
 
-# Whether cgroup mode can run here (Slurm 22.05's cgroup/v1 needs the v1 cpuset hierarchy).
+# Whether cgroup mode can run here (Slurm's cgroup/v1 needs the v1 cpuset hierarchy; cgroup/v2
+# cannot run on a hybrid hierarchy, and the plugin's v2 path is unit-tested only).
 e2e_cgroup_v1_available() {
     grep -qs ' /sys/fs/cgroup/cpuset cgroup ' /proc/mounts &&
         grep -qs ' /sys/fs/cgroup/freezer cgroup ' /proc/mounts

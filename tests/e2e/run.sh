@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: the plugin on a real single-node Slurm 22.05 that this script starts on
+# End-to-end suite: the plugin on a real single-node Slurm (22.05, 24.11 or 26.05: Debian's) that this script starts on
 # localhost (tests/e2e/lib.sh), driven with real srun/sbatch/salloc, checked from inside the
 # tasks (Cpus_allowed_list in /proc/self/status, env).
 #
