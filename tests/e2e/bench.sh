@@ -19,7 +19,9 @@
 # load that comes and goes on a shared machine hits a round's settings alike and no setting
 # always runs right after the same other one). The checks, in scripts/test-all.sh's
 # convention ("N passed, N failed"): mapping from the cache within 1.03 of an empty plugstack
-# at N=1 and N=8 (per-round ratios). Also printed: unused (target 1.02) and topology= (1.05),
+# at N=1 and N=8 (per-round ratios; close to the bound, up to two more batches of rounds are
+# run and all rounds judged together, so that one noisy batch on a shared machine does not
+# decide it). Also printed: unused (target 1.02) and topology= (1.05),
 # and the added milliseconds at N=1 and N=8 (the per-task cost must not grow with N). The
 # line "bench: ratios ..." is what .ci/run shows per release.
 #
@@ -88,32 +90,58 @@ for c in "${CONFIGS[@]}"; do
     configure "$c"
     timed -n 8 "${OPT[@]}" >/dev/null
 done
-e2e_log "running $ROUNDS interleaved rounds of srun -n 8 and -n 1 for: ${CONFIGS[*]}"
-e2e_log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for ((r = 1; r <= ROUNDS; r++)); do
-    for n in 8 1; do
-        declare -A round=()
-        for c in $(printf '%s\n' "${CONFIGS[@]}" | shuf); do
-            configure "$c"
-            round[$c]=$(timed -n "$n" "${OPT[@]}")
-            SAMPLES[$c.$n]+="${round[$c]} "
+# rounds COUNT: COUNT more rounds of every setting at N=8 and N=1.
+rounds() {
+    local r n c
+    for ((r = 1; r <= $1; r++)); do
+        for n in 8 1; do
+            declare -A round=()
+            for c in $(printf '%s\n' "${CONFIGS[@]}" | shuf); do
+                configure "$c"
+                round[$c]=$(timed -n "$n" "${OPT[@]}")
+                SAMPLES[$c.$n]+="${round[$c]} "
+            done
+            for c in "${CONFIGS[@]}"; do
+                RATIOS[$c.$n]+="$(awk "BEGIN {printf \"%.4f\", ${round[$c]} / ${round[empty]}}") "
+            done
         done
-        for c in "${CONFIGS[@]}"; do
-            RATIOS[$c.$n]+="$(awk "BEGIN {printf \"%.4f\", ${round[$c]} / ${round[empty]}}") "
-        done
+        DONE=$((DONE + 1))
     done
-done
-e2e_log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
 
 declare -A MED=() RMED=()
-for key in "${!SAMPLES[@]}"; do
-    MED[$key]=$(tr ' ' '\n' <<<"${SAMPLES[$key]}" | grep . | median)
-    RMED[$key]=$(tr ' ' '\n' <<<"${RATIOS[$key]}" | grep . | median_real)
+summarise() {
+    local key
+    for key in "${!SAMPLES[@]}"; do
+        MED[$key]=$(tr ' ' '\n' <<<"${SAMPLES[$key]}" | grep . | median)
+        RMED[$key]=$(tr ' ' '\n' <<<"${RATIOS[$key]}" | grep . | median_real)
+    done
+}
+
+# Whether the cache mapping is over its bound at N=1 or N=8.
+over_limit() {
+    awk "BEGIN {exit !(${RMED[cache.1]} > $CACHE_LIMIT || ${RMED[cache.8]} > $CACHE_LIMIT)}"
+}
+
+DONE=0
+e2e_log "running $ROUNDS interleaved rounds of srun -n 8 and -n 1 for: ${CONFIGS[*]}"
+e2e_log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+rounds "$ROUNDS"
+summarise
+# Close to the bound on a busy machine, one batch can land on either side: up to two more
+# batches, judged on all rounds together (a real cost stays over the bound).
+for extra in 1 2; do
+    over_limit || break
+    e2e_log "cache ratios ${RMED[cache.1]}/${RMED[cache.8]} over $CACHE_LIMIT after $DONE rounds: $ROUNDS more (batch $((extra + 1)) of 3)"
+    rounds "$ROUNDS"
+    summarise
 done
+e2e_log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+ROUNDS=$DONE
 
 echo
 printf 'srun -n N true, median of %d interleaved rounds (Slurm %s, %d CPUs, plugin %s)\n' \
-    "$ROUNDS" "$(srun --version | awk '{print $2}')" "$(nproc)" "$(basename "$E2E_PLUGIN")"
+    "$ROUNDS" "$(srun --version | awk '{print $NF}')" "$(nproc)" "$(basename "$E2E_PLUGIN")"
 printf '%-10s %12s %8s %10s %8s %12s %8s %10s %8s\n' setting "N=8 median" ratio "added" "rounds" "N=1 median" ratio \
     "added" "rounds"
 for c in "${CONFIGS[@]}"; do
@@ -131,7 +159,7 @@ grep -o 'map-by-device: \(planned\|refused\) .* in [0-9.]* ms; [^;]*' "$E2E_DIR/
     awk '{ms = $1; $1 = ""
           k = ($0 ~ /slurmd.s cache/) ? "live, from the cache" : ($0 ~ /live discovery/) ? "live, discovered" : "topology= fixture"
           n[k]++; s[k] += ms}
-         END {for (k in n) printf "  %-22s %4d steps, mean %.1f ms\n", k, n[k], s[k] / n[k]}'
+         END {for (k in n) printf "  %-22s %4d steps, mean %.1f ms (a busy machine shows in the mean)\n", k, n[k], s[k] / n[k]}'
 
 echo
 printf 'bench: ratios to an empty plugstack at N=1/N=8 (median per round, %d rounds, Slurm %s): unused %s/%s, cache %s/%s, topology= %s/%s\n' \
