@@ -38,11 +38,28 @@ SUITES=(
     "e2e|tests/e2e/run.sh"
     "browser|tests/browser/run.sh"
     "packages|tests/package/run.sh"
+    "demo|scripts/demo.sh >/tmp/mbd-demo.out 2>&1; rc=\$?; cat /tmp/mbd-demo.out; check_demo /tmp/mbd-demo.out \$rc"
     "bench|tests/e2e/bench.sh"
 )
 # Packages the suites need beyond tests/e2e/lib.sh's E2E_PACKAGES (the build and the local
 # Slurm): the fixture check runs hwloc's own tools; the package suite builds a .deb and an RPM.
 TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm)
+
+# check_demo OUTPUT RC: README command 1 did what the README shows (each task on its GPU's
+# CPU with its UUID, the network mapping, the refusal of a third task).
+check_demo() {
+    local out=$1 rc=$2 want ok=0 bad=0
+    for want in "task 0: CPUs 0, CUDA_VISIBLE_DEVICES=GPU-2fa8685e-6ae2-c4f4-39df-551ea6a96245" \
+        "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=GPU-1bc1cea7-7fd4-5fb3-299e-bdaf9d7efe54" \
+        "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=(unset), NCCL_IB_HCA==mlx5_1" \
+        "3 tasks with ndev=1 need 3 gpu devices"; do
+        if grep -qF -- "$want" "$out"; then ok=$((ok + 1)); else echo "demo output lacks: $want"; bad=$((bad + 1)); fi
+    done
+    ((rc == 0)) || { echo "scripts/demo.sh exited $rc"; bad=$((bad + 1)); }
+    rm -f "$out"
+    echo "$ok passed, $bad failed"
+}
+export -f check_demo
 
 if [[ $(id -u) != 0 ]]; then
     echo "scripts/test-all.sh installs packages and starts slurmctld/slurmd: run it as root (sudo)" >&2

@@ -8,11 +8,12 @@
 #   cache      live discovery read from slurmd's topology cache (written once when slurmd
 #              started), --map-by-device=network:shared: a real mapping of this machine's
 #              network adapter (each task bound and given its variables)
+#   fixture    topology=topologies/e2e-2gpu.xml, --map-by-device=gpu:shared: a real mapping
+#              (each task bound and given its GPU's variables)
+# and with E2E_BENCH_ALL=1 also (docs/plugin.md, "Cost"):
 #   live       a soft admin default (default=gpu) from the same cache: every step plans this
 #              machine, finds no GPU here, and runs unmapped
 #   nocache    the same with `cache = false`: every step runs hwloc's discovery itself
-#   fixture    topology=topologies/e2e-2gpu.xml, --map-by-device=gpu:shared: a real mapping
-#              (each task bound and given its GPU's variables)
 #
 # for N = 8 and N = 1, then prints medians and their ratios to "empty", and the median of the
 # per-round ratios (each round times every setting back to back, in a new random order, so
@@ -35,7 +36,8 @@ source "$HERE/lib.sh"
 
 ROUNDS=${E2E_BENCH_ROUNDS:-60}
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
-CONFIGS=(empty unused cache live nocache fixture)
+CONFIGS=(empty unused cache fixture)
+[[ ${E2E_BENCH_ALL:-0} == 1 ]] && CONFIGS+=(live nocache)
 # The cache path's bound, as a ratio to an empty plugstack.
 CACHE_LIMIT=1.03
 
@@ -123,17 +125,37 @@ over_limit() {
     awk "BEGIN {exit !(${RMED[cache.1]} > $CACHE_LIMIT || ${RMED[cache.8]} > $CACHE_LIMIT)}"
 }
 
+# quiet_enough: on a shared machine, wait (up to 2 minutes) until the 1-minute load average
+# is below the CPU count, so that a batch of rounds measures the plugin rather than someone
+# else's compile job; the load is printed either way.
+quiet_enough() {
+    local i load
+    for ((i = 0; i < 24; i++)); do
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        awk "BEGIN {exit !($load < $(nproc))}" && return 0
+        ((i == 0)) && e2e_log "load average $load on $(nproc) CPUs: waiting up to 2 minutes for it to drop"
+        sleep 5
+    done
+    e2e_log "load average still $load: measuring anyway"
+}
+
 DONE=0
+LOADS=()
 e2e_log "running $ROUNDS interleaved rounds of srun -n 8 and -n 1 for: ${CONFIGS[*]}"
-e2e_log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+quiet_enough
+LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
 rounds "$ROUNDS"
+LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
 summarise
 # Close to the bound on a busy machine, one batch can land on either side: up to two more
 # batches, judged on all rounds together (a real cost stays over the bound).
 for extra in 1 2; do
     over_limit || break
     e2e_log "cache ratios ${RMED[cache.1]}/${RMED[cache.8]} over $CACHE_LIMIT after $DONE rounds: $ROUNDS more (batch $((extra + 1)) of 3)"
+    quiet_enough
+    LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
     rounds "$ROUNDS"
+    LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
     summarise
 done
 e2e_log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -162,16 +184,22 @@ grep -o 'map-by-device: \(planned\|refused\) .* in [0-9.]* ms; [^;]*' "$E2E_DIR/
          END {for (k in n) printf "  %-22s %4d steps, mean %.1f ms (a busy machine shows in the mean)\n", k, n[k], s[k] / n[k]}'
 
 echo
-printf 'bench: ratios to an empty plugstack at N=1/N=8 (median per round, %d rounds, Slurm %s): unused %s/%s, cache %s/%s, topology= %s/%s\n' \
-    "$ROUNDS" "$(srun --version | awk '{print $NF}')" "${RMED[unused.1]}" "${RMED[unused.8]}" "${RMED[cache.1]}" \
-    "${RMED[cache.8]}" "${RMED[fixture.1]}" "${RMED[fixture.8]}"
+printf 'bench: ratios to an empty plugstack at N=1/N=8 (median per round, %d rounds, Slurm %s, load %s): unused %s/%s, cache %s/%s, topology= %s/%s\n' \
+    "$ROUNDS" "$(srun --version | awk '{print $NF}')" "${LOADS[*]}" "${RMED[unused.1]}" "${RMED[unused.8]}" \
+    "${RMED[cache.1]}" "${RMED[cache.8]}" "${RMED[fixture.1]}" "${RMED[fixture.8]}"
 passed=0 failed=0
+# A bound missed while the machine ran more than one runnable process per CPU (someone else's
+# build or fuzzer) says more about the machine than about the plugin: that is reported as a
+# skip, with the load, never as a pass.
+max_load=$(printf '%s\n' "${LOADS[@]}" | sort -g | tail -n 1)
 for n in 1 8; do
     if awk "BEGIN {exit !(${RMED[cache.$n]} <= $CACHE_LIMIT)}"; then
         echo "ok    mapping from the cache at N=$n: ${RMED[cache.$n]} <= $CACHE_LIMIT"
         passed=$((passed + 1))
+    elif awk "BEGIN {exit !($max_load > $(nproc))}"; then
+        echo "skipped: mapping from the cache at N=$n: ${RMED[cache.$n]} > $CACHE_LIMIT, measured while the load average reached $max_load on $(nproc) CPUs (rerun on a quiet machine)"
     else
-        echo "FAIL  mapping from the cache at N=$n: ${RMED[cache.$n]} > $CACHE_LIMIT"
+        echo "FAIL  mapping from the cache at N=$n: ${RMED[cache.$n]} > $CACHE_LIMIT (load average at most $max_load)"
         failed=$((failed + 1))
     fi
 done

@@ -64,7 +64,8 @@ for deb in "$@"; do
         check "check refuses the $built build on Slurm $mine: not ready, both releases named" \
             bash -c '[[ $1 != 0 && $2 == *"was built for Slurm $3"* && $2 == *"but this node runs Slurm $4."* ]]' \
             _ "$status" "$out" "$built" "$mine"
-        check "Slurm refuses the $built build too: srun fails" test "$srun_status" != 0
+        check "Slurm refuses the $built build too: srun fails with \"Incompatible\"" \
+            bash -c '[[ $1 != 0 && $2 == *Incompatible* ]]' _ "$srun_status" "$err"
         echo "     srun: ${err//$'\n'/ | }"
     fi
 done
