@@ -281,7 +281,8 @@ fn chain(t: &Topology, busid: &str) -> Vec<String> {
 
 #[test]
 fn turin_gpu_and_its_hca_share_the_switch_upstream_port() {
-    let t = load("turin-4gpu-nvml.xml");
+    let Some(dir) = real("turin_gpu_and_its_hca_share_the_switch_upstream_port") else { return };
+    let t = load(&dir, "turin-4gpu-nvml.xml");
     // GPU0 sits two switch levels below the ConnectX-7's integrated switch; mlx5_0 is on its
     // first downstream port: both hang off 0000:01:00.0, the switch's upstream port.
     assert_eq!(
@@ -297,7 +298,8 @@ fn turin_gpu_and_its_hca_share_the_switch_upstream_port() {
 
 #[test]
 fn dgx2_gpu_pairs_share_their_lower_switch() {
-    let t = load("nvidiaDGX2.xml");
+    let Some(dir) = real("dgx2_gpu_pairs_share_their_lower_switch") else { return };
+    let t = load(&dir, "nvidiaDGX2.xml");
     let (a, b) = (chain(&t, "0000:34:00.0"), chain(&t, "0000:36:00.0"));
     assert_eq!(a.len(), 6, "{a:?}");
     assert_eq!(a[..5], b[..5], "nvml0 and nvml1 share five bridges, down to 0000:32:00.0");
@@ -444,7 +446,7 @@ fn every_fixture_loads_with_hwlocs_minimal_xml_parser() {
     let loaded: Vec<&str> = stdout.lines().filter_map(|l| l.split_once("LOADED: ").map(|(_, f)| f)).collect();
     let failed: Vec<&str> = stdout.lines().filter_map(|l| l.split_once("FAILED: ").map(|(_, f)| f)).collect();
     assert!(failed.is_empty(), "not loaded by the minimal parser: {failed:?}");
-    assert!(loaded.len() >= 13, "fixtures loaded: {loaded:?}");
+    assert!(loaded.len() >= 16, "fixtures loaded: {loaded:?}");
     // The control proves the parser in use is the minimal one: it refuses a comment before
     // <topology>, which libxml2 accepts.
     assert!(stdout.contains("CONTROL: rejected"), "the minimal parser was not the one used: {stdout}");
@@ -455,8 +457,11 @@ fn fixtures_child() {
     if std::env::var_os(FIXTURES_CHILD).is_none() {
         return;
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(fixture(""))
-        .unwrap()
+    // The project's fixtures and the end-to-end suite's own.
+    let e2e = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures");
+    let mut files: Vec<PathBuf> = [fixture(""), e2e]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("xml"))
         .collect();

@@ -41,3 +41,8 @@ pub fn skipped(what: &str) {
         format!("skipped: {what} (the real lstopo exports in ../shared/topologies are not next to this checkout)\n");
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
+
+/// Prints `skipped: TEXT` straight to stderr, past cargo's output capture (see [`skipped`]).
+pub fn skip_line(text: &str) {
+    let _ = std::io::stderr().write_all(format!("skipped: {text}\n").as_bytes());
+}

@@ -13,7 +13,7 @@
 # /dev/zero) and GPU identities from NVIDIA driver files (topologies/drivers/nvidia/proc);
 # and live discovery with slurmd's topology cache.
 # Topologies: topologies/e2e-2gpu.xml (two packages, one core, one GPU and one HCA each),
-# its GPU-without-identity twin e2e-2gpu-drm.xml, and topologies/e2e-snc-2gpu.xml
+# its GPU-without-identity twin e2e-2gpu-drm.xml, and tests/e2e/fixtures/e2e-snc-2gpu.xml
 # (one package, a device per core: bind=package is above the devices' locality).
 #
 # Prints one line per case, the failing case's commands and output, the daemons' logs if
@@ -32,7 +32,7 @@ NOTES=()
 
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
 FIX_DRM=$E2E_ROOT/topologies/e2e-2gpu-drm.xml
-FIX_SNC=$E2E_ROOT/topologies/e2e-snc-2gpu.xml
+FIX_SNC=$HERE/fixtures/e2e-snc-2gpu.xml
 OPTION_ENV=SLURM_SPANK__SLURM_SPANK_OPTION_map_by_device_map_by_device
 
 # --- Helpers -----------------------------------------------------------------------------

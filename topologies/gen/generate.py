@@ -29,6 +29,8 @@ import sys
 GEN_DIR = os.path.dirname(os.path.abspath(__file__))
 TOPO_DIR = os.path.dirname(GEN_DIR)
 README = os.path.join(TOPO_DIR, "README.md")
+# Fixtures only the end-to-end suite reads (not shipped, not in the golden or picture tests).
+E2E_FIXTURE_DIR = os.path.join(os.path.dirname(TOPO_DIR), "tests", "e2e", "fixtures")
 
 HWLOC_VERSION_INFO = "2.9.0"  # the hwloc whose XML export these files imitate
 
@@ -274,16 +276,21 @@ def pci_names(vendor, device):
 
 
 class Topology:
-    def __init__(self, name, root, distances=(), compact_facts=False):
+    def __init__(self, name, root, distances=(), compact_facts=False, out_dir=TOPO_DIR):
         self.name = name
         self.root = root
         self.distances = list(distances)  # (name, kind, [os indexes], matrix)
         self.compact_facts = compact_facts
+        self.out_dir = out_dir
         finalize(self)
 
     @property
     def filename(self):
         return self.name + ".xml"
+
+    @property
+    def path(self):
+        return os.path.join(self.out_dir, self.filename)
 
     def devices(self):
         """PCI functions with OS devices, in PCI bus order."""
@@ -1034,16 +1041,16 @@ def fx_e2e_1socket_2gpu():
 
 
 def fx_e2e_snc_2gpu():
-    """e2e-2gpu's devices (same identities) on ONE package whose two cores each have their own
-    L2 with a GPU and an HCA under it: a device's locality is one CPU while its package holds
-    two, so bind=package is above the locality (tests/e2e/run.sh)."""
+    """e2e-2gpu's devices (same identities) on ONE package split into two sub-NUMA clusters
+    (Intel SNC): each has its own NUMA node, one core and a GPU and an HCA. A device's
+    locality is one CPU while its package holds two, so bind=package is above the locality
+    (tests/e2e/run.sh). Written to tests/e2e/fixtures/: the end-to-end suite's alone."""
     fx = "e2e-snc-2gpu"
-    l2s = [cache("L2Cache", GEN_L2, [Obj("Core", p, [pu(p)]),
-                                     _e2e_devices("e2e-2gpu", p, gbus, hbus, ofa, net, last, True)],
-                 os_index=p)
-           for p, gbus, hbus, ofa, net, last in E2E_LAYOUT]
-    pkg = package(0, CPU_GENERIC, [numa(0, 16 * GIB), cache("L3Cache", GEN_L3, l2s, os_index=0)])
-    return Topology(fx, machine(fx, [pkg]))
+    clusters = [group([numa(p, 8 * GIB), core(p, [p], p),
+                       _e2e_devices("e2e-2gpu", p, gbus, hbus, ofa, net, last, True)])
+                for p, gbus, hbus, ofa, net, last in E2E_LAYOUT]
+    pkg = package(0, CPU_GENERIC, clusters)
+    return Topology(fx, machine(fx, [pkg]), [numa_latency([[0, 1]], near=12)], out_dir=E2E_FIXTURE_DIR)
 
 
 def fx_synthetic_64gpu():
@@ -1231,7 +1238,7 @@ def build_all():
 
 def write_all(topos):
     for t in topos:
-        path = os.path.join(TOPO_DIR, t.filename)
+        path = t.path
         with open(path, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(render(t))
         print("wrote", os.path.relpath(path, os.getcwd()))
@@ -1257,7 +1264,7 @@ def check(topos):
     failed = 0
     for t in topos:
         before = len(problems)
-        path = os.path.join(TOPO_DIR, t.filename)
+        path = t.path
         want = render(t)
         if not os.path.exists(path):
             problems.append("%s: missing (run generate.py)" % t.filename)
