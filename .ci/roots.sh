@@ -9,6 +9,8 @@
 #   .ci/roots.sh cleanup DIR          stops what runs inside DIR, unmounts everything under it
 #
 # What a root gets from the host, and nothing else:
+# - the root directory bound onto itself (so that "/" inside is a mount point, as iproute2's
+#   network namespace commands need);
 # - /proc, /sys and /dev (rbind + rslave: unmounting inside never reaches the host), a tmpfs
 #   on /run, and a copy of the host's /etc/hosts (without the host's name in it, Slurm 24.11
 #   stalls steps for 10 s and more resolving it);
@@ -79,6 +81,12 @@ roots_copy() {
 roots_mount() {
     local dir=$1 suite
     suite=$(cat "$dir/etc/map-by-device-ci-suite" 2>/dev/null || echo unknown)
+    # The root is a mount point of its own (private): iproute2's `ip -n NS` and `ip netns
+    # exec` remount "/" as a slave, which fails (EINVAL) when "/" is not a mount point, as in
+    # a plain chroot; the multi-node suite runs every command in a network namespace that way.
+    if ! mountpoint -q "$dir"; then
+        mount --bind "$dir" "$dir" && mount --make-private "$dir" || return 1
+    fi
     mountpoint -q "$dir/proc" || mount -t proc proc "$dir/proc" || return 1
     local d
     for d in sys dev; do

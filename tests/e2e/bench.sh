@@ -6,9 +6,9 @@
 #   empty      no plugin at all (the reference)
 #   unused     the plugin loaded, no default, the job gives no spec
 #   cache      live discovery read from slurmd's topology cache (written once when slurmd
-#              started), --map-by-device=network:shared: a real mapping of this machine's
+#              started), --map-by-device=network:shared:overload (8 tasks on 2 cores): a real mapping of this machine's
 #              network adapter (each task bound and given its variables)
-#   fixture    topology=topologies/e2e-2gpu.xml, --map-by-device=gpu:shared: a real mapping
+#   fixture    topology=topologies/e2e-2gpu.xml, --map-by-device=gpu:shared:overload: a real mapping
 #              (each task bound and given its GPU's variables)
 # and with E2E_BENCH_ALL=1 also (docs/plugin.md, "Cost"):
 #   live       a soft admin default (default=gpu) from the same cache: every step plans this
@@ -67,10 +67,10 @@ configure() {
     case $1 in
         empty) set_plugstack_empty; OPT=() ;;
         unused) set_plugstack ""; OPT=() ;;
-        cache) set_plugstack "config=$CACHE_CONF"; OPT=(--map-by-device=network:shared) ;;
+        cache) set_plugstack "config=$CACHE_CONF"; OPT=(--map-by-device=network:shared:overload) ;;
         live) set_plugstack "config=$CACHE_CONF default=gpu"; OPT=() ;;
         nocache) set_plugstack "config=$NOCACHE_CONF default=gpu"; OPT=() ;;
-        fixture) set_plugstack "topology=$FIX"; OPT=(--map-by-device=gpu:shared) ;;
+        fixture) set_plugstack "topology=$FIX"; OPT=(--map-by-device=gpu:shared:overload) ;;
     esac
 }
 
