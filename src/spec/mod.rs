@@ -134,7 +134,13 @@ pub enum SpecError {
     Conflict { first: &'static str, second: &'static str, reason: &'static str },
     #[error("bad device id in {given:?}: expected {expected}")]
     BadId { given: String, expected: String },
+    #[error("--map-by-device spec of {len} bytes starting {head:?} is longer than {MAX_SPEC_BYTES} bytes: give a target and its qualifiers, such as gpu:interleave")]
+    TooLong { len: usize, head: String },
 }
+
+/// The longest spec read (a device identity with every qualifier is under 200 bytes). Longer
+/// text is refused before it is parsed, so that no message quotes a megabyte back.
+pub const MAX_SPEC_BYTES: usize = 1024;
 
 /// The qualifiers, in the order they are listed to users.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,6 +331,9 @@ impl Spec {
 
     /// Parses `TARGET[:QUALIFIER[=VALUE]]...`.
     pub fn parse(text: &str) -> Result<Spec, SpecError> {
+        if text.len() > MAX_SPEC_BYTES {
+            return Err(SpecError::TooLong { len: text.len(), head: text.chars().take(40).collect() });
+        }
         let text = text.trim();
         let (target_text, qualifiers) = target::split(text)?;
         let target_text = target_text.trim();
@@ -574,6 +583,15 @@ mod tests {
     }
     fn err(s: &str) -> SpecError {
         Spec::parse(s).expect_err(s)
+    }
+
+    #[test]
+    fn a_long_spec_is_refused_with_its_start_only() {
+        let long = format!("gpu:{}", "v".repeat(1 << 20));
+        let e = err(&long).to_string();
+        assert!(e.starts_with("--map-by-device spec of 1048580 bytes starting \"gpu:vvv"), "{e}");
+        assert!(e.len() < 300, "{e}");
+        assert!(Spec::parse(&format!("gpu{}", " ".repeat(MAX_SPEC_BYTES - 3))).is_ok());
     }
 
     #[test]
