@@ -27,6 +27,7 @@ if cargo fmt --version >/dev/null 2>&1; then
 fi
 echo "== cargo test --workspace"
 cargo test --workspace
+echo "== fuzz/run.sh" && "$ROOT/fuzz/run.sh"
 echo "== tests/e2e/run.sh"
 "$ROOT/tests/e2e/run.sh"
 echo "== tests/e2e/multinode/run.sh"
