@@ -25,12 +25,13 @@ mod affinity;
 mod cache;
 mod end_step;
 mod het;
+mod option;
 mod step;
 
 use map_by_device::config::Config;
 use map_by_device::report;
 use map_by_device::spec::Spec;
-use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle, SpankOption};
+use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle};
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::fmt;
@@ -79,6 +80,8 @@ macro_rules! export_spank_plugin {
                 ac: std::os::raw::c_int,
                 argv: *const *const std::os::raw::c_char,
             ) -> std::os::raw::c_int {
+                // For the option's registration in init (option.rs), for this call only.
+                let _handle = crate::option::HookHandle::enter(spank);
                 slurm_spank::spank_callback_with_globals::<$ty, _>(|plugin, options, need_setup| {
                     let mut spank = slurm_spank::init_spank_handle(spank, ac, argv, options);
                     if need_setup {
@@ -93,7 +96,7 @@ macro_rules! export_spank_plugin {
                     });
                     // A heterogeneous component's init_post_opt is done with its value (het.rs).
                     if FORGET_OPTION.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                        options.values.remove(OPTION);
+                        crate::option::forget();
                     }
                     result
                 })
@@ -188,6 +191,32 @@ fn admin_log(level: LogLevel, message: &str) {
     spank_log(level, &format!("map-by-device: {message}"));
 }
 
+/// An error line: on the terminal in srun/sbatch/salloc, in slurmd.log elsewhere.
+fn user_error(message: &str) {
+    admin_log(LogLevel::Error, message);
+}
+
+/// Test builds only (`--features test-hooks`): panics at `hook` when the test asked for it
+/// (see `map_by_device::test_hooks::panic_if_asked`), to prove the panic never leaves the
+/// plugin. Every other build compiles this to nothing.
+fn test_panic(hook: &str) {
+    #[cfg(feature = "test-hooks")]
+    {
+        // SAFETY: spank_context only reads Slurm's global plugin stack; it has no arguments.
+        let context = match unsafe { slurm_spank::spank_sys::spank_context() } {
+            slurm_spank::spank_sys::spank_context_S_CTX_LOCAL => "local",
+            slurm_spank::spank_sys::spank_context_S_CTX_REMOTE => "remote",
+            slurm_spank::spank_sys::spank_context_S_CTX_ALLOCATOR => "allocator",
+            slurm_spank::spank_sys::spank_context_S_CTX_SLURMD => "slurmd",
+            slurm_spank::spank_sys::spank_context_S_CTX_JOB_SCRIPT => "job_script",
+            _ => "unknown",
+        };
+        map_by_device::test_hooks::panic_if_asked(hook, context);
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    let _ = hook;
+}
+
 // SAFETY: slurm-spank's contract: the task hooks run in children slurmstepd forks from itself,
 // so the plugin must not be multi-threaded. It starts no thread: every hook runs on Slurm's
 // thread and returns, and live discovery runs in a forked child process (bounded), not a thread.
@@ -199,8 +228,10 @@ unsafe impl Plugin for MapByDevice {
     }
 
     fn init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        guarded("init", || {
-            let context = spank.context().map_err(|e| HookError::Report(format!("cannot tell the context: {e}")))?;
+        let context = spank.context().ok();
+        let result = guarded("init", || {
+            let context = context.ok_or_else(|| HookError::Report("cannot tell the SPANK context".into()))?;
+            test_panic("init");
             let args: Result<Vec<String>, String> = spank
                 .plugin_argv()
                 .map(|v| v.into_iter().map(str::to_string).collect())
@@ -208,33 +239,24 @@ unsafe impl Plugin for MapByDevice {
             let config = args.and_then(|a| Config::from_plugin_args(&a).map_err(|e| e.to_string()));
             match context {
                 Context::Local | Context::Allocator | Context::Remote => {
-                    spank
-                        .register_option(SpankOption::new(OPTION).takes_value("spec").usage(USAGE))
+                    option::register(OPTION, "spec", USAGE)
                         .map_err(|e| HookError::Report(format!("cannot register --{OPTION}: {e}")))?;
                 }
-                Context::Slurmd => match &config {
-                    // Tell the admin at slurmd start, not at the first job.
-                    Err(e) => admin_log(LogLevel::Error, &format!("plugstack.conf: {e}")),
-                    Ok(c) => {
-                        if let Some(path) = &c.topology {
-                            if let Err(e) = map_by_device::load::from_trusted_xml_file(path) {
-                                admin_log(LogLevel::Error, &format!("every mapped step will fail here: {e}"));
-                            }
-                        }
-                        admin_log(
-                            LogLevel::Debug,
-                            &format!("built for Slurm {}, settings {c:?}", slurm_version::SLURM_VERSION_TEXT),
-                        );
-                        if let Some(dir) = c.cache_dir() {
-                            self.cache = write_cache(&dir, c.discovery_timeout());
-                        }
-                    }
-                },
+                Context::Slurmd => self.slurmd_init(&config),
                 Context::JobScript => {}
             }
             self.config = Some(config);
             Ok(())
-        })
+        });
+        // A failing init stops slurmd ("failed to initialize plugin stack"): the node would
+        // go down for what only costs the steps their cache. slurmd says why and goes on.
+        match (context, result) {
+            (Some(Context::Slurmd), Err(e)) => {
+                admin_log(LogLevel::Error, &format!("{e}; slurmd goes on, and steps discover the node themselves"));
+                Ok(())
+            }
+            (_, result) => result,
+        }
     }
 
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> HookResult {
@@ -243,14 +265,16 @@ unsafe impl Plugin for MapByDevice {
             if !matches!(context, Context::Local | Context::Allocator) {
                 return Ok(());
             }
+            test_panic("init_post_opt");
             // A broken configuration fails every submission, with its message: the admin
             // hears of it at once, and no job runs with settings nobody intended.
             if let Some(Err(e)) = &self.config {
                 return Err(HookError::Report(format!("plugstack.conf: {e}")));
             }
-            let text = user_spec(spank)?;
+            let text = user_spec()?;
             if let Some(text) = &text {
-                Spec::parse(text).map_err(|e| HookError::Report(format!("invalid --{OPTION}={text}: {e}")))?;
+                Spec::parse(text)
+                    .map_err(|e| HookError::Report(format!("invalid --{OPTION}={}: {e}", report::excerpt(text))))?;
             }
             // Called once per component of a heterogeneous job: each must say the same.
             FORGET_OPTION.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -267,7 +291,7 @@ unsafe impl Plugin for MapByDevice {
         // Who asked, known before anything can go wrong: an unexpected failure below is
         // then hard for the job's own request, soft for the admin's default, and nothing
         // at all for a step that asked for nothing.
-        let requested = if spank.get_option_value_os(OPTION).is_some() {
+        let requested = if option::value().is_some() {
             Some(Origin::User)
         } else if matches!(&self.config, Some(Ok(c)) if c.default.is_some()) {
             Some(Origin::AdminDefault)
@@ -275,6 +299,7 @@ unsafe impl Plugin for MapByDevice {
             None
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<step::Decision, String> {
+            test_panic("user_init");
             let step_id = spank.job_stepid().map_err(|e| format!("cannot read the step id: {e}"))?;
             if step_id >= SLURM_MAX_NORMAL_STEP_ID {
                 return Ok(step::Decision {
@@ -283,7 +308,7 @@ unsafe impl Plugin for MapByDevice {
                     notices: Vec::new(),
                 });
             }
-            let user = user_spec(spank).map_err(|e| e.to_string())?;
+            let user = user_spec().map_err(|e| e.to_string())?;
             let inputs = step::Inputs {
                 user_spec: user,
                 config: self.config.clone().unwrap_or_else(|| Ok(Config::default())),
@@ -328,6 +353,7 @@ unsafe impl Plugin for MapByDevice {
         // A refusal of this task alone, rather than of the whole node's plan.
         let mut per_task = false;
         let result = guarded("task_init", || {
+            test_panic("task_init");
             let Some(step) = &self.step else { return Ok(()) };
             let task = spank.task_id().map_err(|e| HookError::Report(format!("cannot read the task id: {e}")))?;
             let task = u32::try_from(task).map_err(|_| HookError::Report(format!("bad local task id {task}")))?;
@@ -374,20 +400,28 @@ unsafe impl Plugin for MapByDevice {
         result
     }
 
-    /// slurmd stops: remove the cache it wrote (if the file is still its own).
+    /// slurmd stops: remove the cache it wrote (if the file is still its own). Never fails:
+    /// slurmd is stopping either way, and says what went wrong.
     fn slurmd_exit(&mut self, _spank: &mut SpankHandle) -> HookResult {
-        if let Some(written) = self.cache.take() {
+        let cache = self.cache.take();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            test_panic("slurmd_exit");
+            let Some(written) = cache else { return };
             let path = written.path.clone();
-            match catch_unwind(AssertUnwindSafe(|| written.remove())) {
-                Ok(Ok(true)) => admin_log(LogLevel::Debug, &format!("removed the topology cache {}", path.display())),
-                Ok(Ok(false)) => {}
-                Ok(Err(e)) => {
-                    admin_log(LogLevel::Info, &format!("cannot remove the topology cache {}: {e}", path.display()))
-                }
-                Err(_) => {
-                    admin_log(LogLevel::Info, "internal error removing the topology cache (please report this bug)")
-                }
+            match written.remove() {
+                Ok(true) => admin_log(LogLevel::Debug, &format!("removed the topology cache {}", path.display())),
+                Ok(false) => {}
+                Err(e) => admin_log(LogLevel::Info, &format!("cannot remove the topology cache {}: {e}", path.display())),
             }
+        }));
+        if let Err(panic) = outcome {
+            admin_log(
+                LogLevel::Error,
+                &format!(
+                    "internal error in slurmd_exit: {} (please report this bug)",
+                    map_by_device::panics::text(panic.as_ref())
+                ),
+            );
         }
         Ok(())
     }
@@ -414,6 +448,26 @@ unsafe impl Plugin for MapByDevice {
             if let Err(e) = ended {
                 admin_log(LogLevel::Error, &format!("the step's tasks on other nodes were not stopped: {e}"));
             }
+        }
+    }
+}
+
+impl MapByDevice {
+    /// slurmd, at its start: tells the admin about a broken configuration or topology= now
+    /// rather than at the first job, and writes the topology cache.
+    fn slurmd_init(&mut self, config: &Result<Config, String>) {
+        let c = match config {
+            Err(e) => return admin_log(LogLevel::Error, &format!("plugstack.conf: {e}")),
+            Ok(c) => c,
+        };
+        if let Some(path) = &c.topology {
+            if let Err(e) = map_by_device::load::from_trusted_xml_file(path) {
+                admin_log(LogLevel::Error, &format!("every mapped step will fail here: {e}"));
+            }
+        }
+        admin_log(LogLevel::Debug, &format!("built for Slurm {}, settings {c:?}", slurm_version::SLURM_VERSION_TEXT));
+        if let Some(dir) = c.cache_dir() {
+            self.cache = write_cache(&dir, c.discovery_timeout());
         }
     }
 }
@@ -531,11 +585,16 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
 
 /// The job's `--map-by-device` text, from the command line, `#SBATCH` or the environment
 /// form (Slurm hands all three to the option callback, whose value the crate keeps).
-fn user_spec(spank: &SpankHandle) -> Result<Option<String>, HookError> {
-    spank
-        .get_option_value(OPTION)
-        .map(|v| v.map(|s| s.trim().to_string()))
-        .map_err(|e| HookError::Report(format!("--{OPTION} value is not UTF-8: {e}")))
+fn user_spec() -> Result<Option<String>, HookError> {
+    match option::value() {
+        None => Ok(None),
+        Some(v) => match v.into_string() {
+            Ok(s) => Ok(Some(s.trim().to_string())),
+            Err(v) => {
+                Err(HookError::Report(format!("--{OPTION} value is not UTF-8: {}", report::excerpt(&v.to_string_lossy()))))
+            }
+        },
+    }
 }
 
 /// The job's environment (`S_JOB_ENV`) as a map; entries that are not UTF-8 are skipped.
