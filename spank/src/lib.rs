@@ -24,6 +24,7 @@
 mod affinity;
 mod cache;
 mod end_step;
+mod entry;
 mod het;
 mod option;
 mod step;
@@ -80,8 +81,8 @@ macro_rules! export_spank_plugin {
                 ac: std::os::raw::c_int,
                 argv: *const *const std::os::raw::c_char,
             ) -> std::os::raw::c_int {
-                // For the option's registration in init (option.rs), for this call only.
-                let _handle = crate::option::HookHandle::enter(spank);
+                // The handle for option.rs, and quiet panics, for this call (entry.rs).
+                let _entry = crate::entry::Entry::enter(spank);
                 slurm_spank::spank_callback_with_globals::<$ty, _>(|plugin, options, need_setup| {
                     let mut spank = slurm_spank::init_spank_handle(spank, ac, argv, options);
                     if need_setup {
@@ -150,6 +151,8 @@ pub struct MapByDevice {
     components: het::Components,
     /// A task: `task_init` refused it, so `report_error` ends the step once it said why.
     end_step: bool,
+    /// slurmstepd: why `init` failed, reported by `task_init` (see [`MapByDevice::init`]).
+    init_failure: Option<String>,
 }
 
 /// An error a hook returns to Slurm.
@@ -181,7 +184,7 @@ fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResu
         Ok(Err(e)) => Err(Box::new(e)),
         Err(panic) => Err(Box::new(HookError::Report(format!(
             "internal error in {hook}: {} (please report this bug)",
-            map_by_device::panics::text(panic.as_ref())
+            entry::panic_report(panic.as_ref())
         )))),
     }
 }
@@ -227,8 +230,21 @@ unsafe impl Plugin for MapByDevice {
         Ok(())
     }
 
+    /// Registers the option first (without it Slurm could not hand the job's value on), then
+    /// reads the configuration. A later failure is not returned where Slurm would turn it
+    /// into something worse than the plugin's own refusal: in slurmd a failing init stops
+    /// slurmd ("failed to initialize plugin stack": the node would go down for what only
+    /// costs the steps their cache), so slurmd says why and goes on; in slurmstepd Slurm
+    /// reports "task launch failed: Plugin initialization failed" and srun 22.05 still exits
+    /// 0, so the failure is kept and `task_init` fails the step with it (as for `user_init`).
     fn init(&mut self, spank: &mut SpankHandle) -> HookResult {
         let context = spank.context().ok();
+        if matches!(context, Some(Context::Local | Context::Allocator | Context::Remote)) {
+            guarded("init", || {
+                option::register(OPTION, "spec", USAGE)
+                    .map_err(|e| HookError::Report(format!("cannot register --{OPTION}: {e}")))
+            })?;
+        }
         let result = guarded("init", || {
             let context = context.ok_or_else(|| HookError::Report("cannot tell the SPANK context".into()))?;
             test_panic("init");
@@ -237,22 +253,20 @@ unsafe impl Plugin for MapByDevice {
                 .map(|v| v.into_iter().map(str::to_string).collect())
                 .map_err(|e| format!("plugstack.conf arguments are not UTF-8: {e}"));
             let config = args.and_then(|a| Config::from_plugin_args(&a).map_err(|e| e.to_string()));
-            match context {
-                Context::Local | Context::Allocator | Context::Remote => {
-                    option::register(OPTION, "spec", USAGE)
-                        .map_err(|e| HookError::Report(format!("cannot register --{OPTION}: {e}")))?;
-                }
-                Context::Slurmd => self.slurmd_init(&config),
-                Context::JobScript => {}
+            if context == Context::Slurmd {
+                self.slurmd_init(&config);
             }
             self.config = Some(config);
             Ok(())
         });
-        // A failing init stops slurmd ("failed to initialize plugin stack"): the node would
-        // go down for what only costs the steps their cache. slurmd says why and goes on.
         match (context, result) {
             (Some(Context::Slurmd), Err(e)) => {
                 admin_log(LogLevel::Error, &format!("{e}; slurmd goes on, and steps discover the node themselves"));
+                Ok(())
+            }
+            (Some(Context::Remote), Err(e)) => {
+                admin_log(LogLevel::Error, &e.to_string());
+                self.init_failure = Some(e.to_string());
                 Ok(())
             }
             (_, result) => result,
@@ -291,7 +305,7 @@ unsafe impl Plugin for MapByDevice {
         // Who asked, known before anything can go wrong: an unexpected failure below is
         // then hard for the job's own request, soft for the admin's default, and nothing
         // at all for a step that asked for nothing.
-        let requested = if option::value().is_some() {
+        let requested = if option::value().is_some() || option::failure().is_some() {
             Some(Origin::User)
         } else if matches!(&self.config, Some(Ok(c)) if c.default.is_some()) {
             Some(Origin::AdminDefault)
@@ -307,6 +321,9 @@ unsafe impl Plugin for MapByDevice {
                     note: format!("step {step_id:#x} is Slurm's own (batch, extern or interactive): not mapped"),
                     notices: Vec::new(),
                 });
+            }
+            if let Some(failure) = self.init_failure.clone().or_else(option::failure) {
+                return Err(failure);
             }
             let user = user_spec().map_err(|e| e.to_string())?;
             let inputs = step::Inputs {
@@ -333,10 +350,7 @@ unsafe impl Plugin for MapByDevice {
             }
             Ok(Err(message)) => message,
             Err(panic) => {
-                format!(
-                    "internal error in user_init: {} (please report this bug)",
-                    map_by_device::panics::text(panic.as_ref())
-                )
+                format!("internal error in user_init: {} (please report this bug)", entry::panic_report(panic.as_ref()))
             }
         };
         self.step = Some(match requested {
@@ -411,7 +425,9 @@ unsafe impl Plugin for MapByDevice {
             match written.remove() {
                 Ok(true) => admin_log(LogLevel::Debug, &format!("removed the topology cache {}", path.display())),
                 Ok(false) => {}
-                Err(e) => admin_log(LogLevel::Info, &format!("cannot remove the topology cache {}: {e}", path.display())),
+                Err(e) => {
+                    admin_log(LogLevel::Info, &format!("cannot remove the topology cache {}: {e}", path.display()))
+                }
             }
         }));
         if let Err(panic) = outcome {
@@ -419,7 +435,7 @@ unsafe impl Plugin for MapByDevice {
                 LogLevel::Error,
                 &format!(
                     "internal error in slurmd_exit: {} (please report this bug)",
-                    map_by_device::panics::text(panic.as_ref())
+                    entry::panic_report(panic.as_ref())
                 ),
             );
         }
@@ -497,7 +513,7 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<ma
                 LogLevel::Error,
                 &format!(
                     "internal error writing the topology cache: {} (please report this bug)",
-                    map_by_device::panics::text(panic.as_ref())
+                    entry::panic_report(panic.as_ref())
                 ),
             );
             None
@@ -590,9 +606,10 @@ fn user_spec() -> Result<Option<String>, HookError> {
         None => Ok(None),
         Some(v) => match v.into_string() {
             Ok(s) => Ok(Some(s.trim().to_string())),
-            Err(v) => {
-                Err(HookError::Report(format!("--{OPTION} value is not UTF-8: {}", report::excerpt(&v.to_string_lossy()))))
-            }
+            Err(v) => Err(HookError::Report(format!(
+                "--{OPTION} value is not UTF-8: {}",
+                report::excerpt(&v.to_string_lossy())
+            ))),
         },
     }
 }

@@ -14,10 +14,9 @@
 //! Slurm then refuses the option (srun exits 1 before anything is allocated).
 //!
 //! The raw `spank_t` that registration needs is the one Slurm passed to the hook being run
-//! ([`HookHandle`], set by the exported hooks in lib.rs for the duration of each call).
+//! (`entry::handle`, set by the exported hooks in lib.rs for the duration of each call).
 
 use slurm_spank::spank_sys;
-use std::cell::Cell;
 use std::ffi::{CStr, CString, OsString};
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
@@ -27,27 +26,10 @@ use std::sync::Mutex;
 /// The value Slurm gave the option in this process (the last one, as Slurm's own options).
 static VALUE: Mutex<Option<OsString>> = Mutex::new(None);
 
-thread_local! {
-    /// The handle of the hook Slurm is running on this thread (null outside hooks).
-    static HANDLE: Cell<spank_sys::spank_t> = const { Cell::new(std::ptr::null_mut()) };
-}
-
-/// Marks `spank` as the handle of the hook being run until it is dropped (lib.rs's exported
-/// hooks hold one for each call).
-pub struct HookHandle;
-
-impl HookHandle {
-    pub fn enter(spank: spank_sys::spank_t) -> HookHandle {
-        HANDLE.with(|h| h.set(spank));
-        HookHandle
-    }
-}
-
-impl Drop for HookHandle {
-    fn drop(&mut self) {
-        HANDLE.with(|h| h.set(std::ptr::null_mut()));
-    }
-}
+/// Why the callback failed in this process, if it did. srun and sbatch refuse the option on
+/// the -1, but slurmstepd goes on as if the option had not been given: `user_init` reads this
+/// and fails the step instead of running it unmapped.
+static FAILURE: Mutex<Option<String>> = Mutex::new(None);
 
 /// The option's value, if Slurm gave it one in this process.
 pub fn value() -> Option<OsString> {
@@ -60,10 +42,15 @@ pub fn forget() {
     *VALUE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
 }
 
+/// Why the option's callback failed in this process (see [`FAILURE`]).
+pub fn failure() -> Option<String> {
+    FAILURE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+}
+
 /// Registers `--NAME=ARGINFO` with `usage`, with [`callback`]. Only valid in `init` (Slurm's
 /// rule for `spank_option_register`).
 pub fn register(name: &str, arginfo: &str, usage: &str) -> Result<(), String> {
-    let spank = HANDLE.with(Cell::get);
+    let spank = crate::entry::handle();
     if spank.is_null() {
         return Err("no SPANK handle: register only from a hook".into());
     }
@@ -78,8 +65,8 @@ pub fn register(name: &str, arginfo: &str, usage: &str) -> Result<(), String> {
         cb: Some(callback),
     };
     // SAFETY:
-    // - `spank` is the handle Slurm passed to the hook running on this thread (HookHandle is
-    //   set for exactly the duration of that call), so it is valid here;
+    // - `spank` is the handle Slurm passed to the hook running on this thread (entry::Entry
+    //   sets it for exactly the duration of that call), so it is valid here;
     // - `option` and the strings it points to live until the call returns, and Slurm copies
     //   the name, arginfo and usage strings when it registers an option (plugstack.c
     //   `_spank_option_copy`), as slurm-spank itself relies on.
@@ -93,6 +80,7 @@ pub fn register(name: &str, arginfo: &str, usage: &str) -> Result<(), String> {
 
 /// Slurm's option callback: keeps the value. Never unwinds into Slurm.
 extern "C" fn callback(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_int {
+    let _entry = crate::entry::Entry::enter(crate::entry::handle());
     let kept = catch_unwind(AssertUnwindSafe(|| {
         crate::test_panic("option");
         let value = if optarg.is_null() {
@@ -107,10 +95,12 @@ extern "C" fn callback(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_
     match kept {
         Ok(()) => 0,
         Err(panic) => {
-            crate::user_error(&format!(
+            let message = format!(
                 "internal error in the --map-by-device option callback: {} (please report this bug)",
-                map_by_device::panics::text(panic.as_ref())
-            ));
+                crate::entry::panic_report(panic.as_ref())
+            );
+            crate::user_error(&message);
+            *FAILURE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message);
             -1
         }
     }
