@@ -435,6 +435,15 @@ fn every_real_topology_maps_or_refuses_clearly() {
     assert!(seen >= 12, "all real topologies read ({seen})");
 }
 
+/// Found by the planner's fuzz target: the comma hint quoted the device name raw, control
+/// characters included.
+#[test]
+fn an_unknown_device_is_named_on_one_printable_line() {
+    let n = node("e2e-2gpu.xml");
+    let e = plan(&Spec::parse("x\u{1f},y\r").unwrap(), &n, &facts(1)).unwrap_err().to_string();
+    assert!(e.contains("write them with ':' (x\\u{1f}:y") && !e.chars().any(char::is_control), "{e}");
+}
+
 /// Found by the planner's fuzz target (fuzz/fuzz_targets/plan.rs): `pe=` under a cache level
 /// the topology does not record (the synthetic node has no L1/L2 objects) made an empty CPU
 /// set, which the kernel refuses at the task's start; it is refused with the fix instead.

@@ -276,8 +276,9 @@ fn qualifier_word(word: &str, value: Option<&str>) -> Result<Qualifier, SpecErro
     by_prefix("qualifier", word, &QUALIFIERS).map_err(|e| match e {
         SpecError::BadValue { value: given, expected, .. } => {
             let names: Vec<(&str, bool)> = QUALIFIERS.iter().map(|(n, q)| (*n, q.takes_value())).collect();
-            let hint =
-                suggest::qualifier(&given, value, &names).map(|s| format!(" (did you mean {s}?)")).unwrap_or_default();
+            let hint = suggest::qualifier(&given, value, &names)
+                .map(|s| format!(" (did you mean {}?)", suggest::shown(&s)))
+                .unwrap_or_default();
             SpecError::UnknownQualifier { given, hint, expected }
         }
         other => other,
@@ -518,7 +519,7 @@ impl fmt::Display for BindLevel {
 }
 
 /// The canonical text of a spec: full words, defaults left out. `parse(to_string())` gives
-/// the same spec back.
+/// the same spec back (while it is at most [`MAX_SPEC_BYTES`] long: full words can lengthen it).
 impl fmt::Display for Spec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.target {
@@ -583,6 +584,14 @@ mod tests {
     }
     fn err(s: &str) -> SpecError {
         Spec::parse(s).expect_err(s)
+    }
+
+    /// Found by the spec fuzz target: the suggestion carried the user's control characters.
+    #[test]
+    fn suggestions_are_one_printable_line() {
+        let e = err("gpu:bild=c\u{1}ore\n").to_string();
+        assert!(e.contains("did you mean bind=c\\u{1}ore"), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e}");
     }
 
     #[test]
