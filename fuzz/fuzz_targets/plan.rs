@@ -29,7 +29,14 @@ enum Qualifier {
     Interleave(Option<u8>),
     Shared(Option<bool>),
     Ndev(u8),
+    NdevAuto,
+    Compact,
+    Ppr(u8),
     Pe(u8),
+    Overload,
+    Env(bool),
+    Omp(Option<bool>),
+    Adapters,
     Hwtcpus,
     Bind(u8),
     Closest,
@@ -52,8 +59,8 @@ struct Input {
 }
 
 const LEVELS: [&str; 6] = ["package", "numa", "l3cache", "l2cache", "l1cache", "node"];
-const BINDS: [&str; 10] =
-    ["hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "package", "locality", "none", "x"];
+const BINDS: [&str; 11] =
+    ["hwthread", "core", "l1cache", "l2cache", "l3cache", "numa", "package", "locality", "split", "none", "x"];
 
 fn spec_text(input: &Input, node: &map_by_device::node::Node) -> String {
     let mut s = match &input.target {
@@ -81,7 +88,15 @@ fn spec_text(input: &Input, node: &map_by_device::node::Node) -> String {
             Qualifier::Shared(None) => "shared".to_string(),
             Qualifier::Shared(Some(b)) => format!("shared={b}"),
             Qualifier::Ndev(n) => format!("ndev={}", n % 9),
+            Qualifier::NdevAuto => "ndev=auto".to_string(),
+            Qualifier::Compact => "compact".to_string(),
+            Qualifier::Ppr(n) => format!("ppr={}", n % 9),
             Qualifier::Pe(n) => format!("pe={}", n % 9),
+            Qualifier::Overload => "overload".to_string(),
+            Qualifier::Env(all) => format!("env={}", if *all { "all" } else { "none" }),
+            Qualifier::Omp(None) => "omp".to_string(),
+            Qualifier::Omp(Some(b)) => format!("omp={b}"),
+            Qualifier::Adapters => "adapters".to_string(),
             Qualifier::Hwtcpus => "hwtcpus".to_string(),
             Qualifier::Bind(l) => format!("bind={}", BINDS[*l as usize % BINDS.len()]),
             Qualifier::Closest => "closest".to_string(),

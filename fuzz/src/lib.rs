@@ -4,9 +4,11 @@
 //! caused it.
 //!
 //! The invariants (issue 12, `docs/ARCHITECTURE.md`):
-//! - a plan has one entry per task, each with `ndev` distinct devices of what the spec asked
-//!   for (the class, or the one named device), and among the GPUs Slurm gave the step;
-//! - no device is given to two tasks unless the spec says `shared`;
+//! - a plan has one entry per task, each with `ndev` distinct devices (at least one with
+//!   `ndev=auto`) of what the spec asked for (the class, or the one named device), and among
+//!   the GPUs Slurm gave the step;
+//! - no device is given to two tasks unless the spec says `shared`, nor to more than `ppr`
+//!   tasks with `ppr=N`; an adapter paired with a task is a network device that names it;
 //! - a CPU set is never empty, never outside the step's CPUs, and never outside the common
 //!   ancestor of the task's devices' localities;
 //! - `bind=none` and `closest` leave the mask alone;
@@ -21,7 +23,7 @@ use map_by_device::node::{Node, NodeOptions};
 use map_by_device::plan::{Plan, PlanError, StepFacts};
 use map_by_device::spec::{BindLevel, Spec, Target};
 use map_by_device::topology::{ObjKind, Topology};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 /// The project's fixtures (`topologies/*.xml`), by name.
@@ -96,13 +98,21 @@ pub fn check_plan(node: &Node, spec: &Spec, facts: &StepFacts, outcome: &Result<
     assert_eq!(plan.tasks.len(), facts.ntasks as usize, "one entry per task");
     let topo = &node.topology;
     let allowed = facts.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
-    let mut given: BTreeSet<usize> = BTreeSet::new();
+    let mut given: BTreeMap<usize, u32> = BTreeMap::new();
     for (t, task) in plan.tasks.iter().enumerate() {
         assert_eq!(task.task as usize, t, "tasks in order");
         check_devices(node, spec, facts, &task.devices);
+        for a in &task.adapters {
+            let d = node.devices.get(a.device).unwrap_or_else(|| panic!("adapter index {} out of range", a.device));
+            assert_eq!(d.class, DeviceClass::Network, "adapter {} is not a network device", d.name);
+            assert!(a.holders.contains(&task.task), "task {t} is not among its adapter's holders");
+        }
         if !spec.shared {
+            let most = spec.ppr.unwrap_or(1);
             for d in &task.devices {
-                assert!(given.insert(*d), "device {d} given twice without shared");
+                let n = given.entry(*d).or_insert(0);
+                *n += 1;
+                assert!(*n <= most, "device {d} given to {n} tasks (ppr {most}) without shared");
             }
         }
         let no_mask = spec.bind_level() == BindLevel::None || spec.closest;
@@ -129,7 +139,11 @@ pub fn check_plan(node: &Node, spec: &Spec, facts: &StepFacts, outcome: &Result<
 /// A task's devices: `ndev` distinct ones, of the requested class or the named device, and
 /// GPUs only among the step's.
 fn check_devices(node: &Node, spec: &Spec, facts: &StepFacts, devices: &[usize]) {
-    assert_eq!(devices.len(), spec.ndev as usize, "ndev={} but {} devices", spec.ndev, devices.len());
+    if spec.ndev_auto {
+        assert!(!devices.is_empty(), "ndev=auto gave a task no device");
+    } else {
+        assert_eq!(devices.len(), spec.ndev as usize, "ndev={} but {} devices", spec.ndev, devices.len());
+    }
     let distinct: BTreeSet<&usize> = devices.iter().collect();
     assert_eq!(distinct.len(), devices.len(), "a device twice in one task: {devices:?}");
     let gpus: Vec<usize> = node.class_indexes(DeviceClass::Gpu);
