@@ -295,7 +295,7 @@ c_hostile_sbatch_lines() {
     run as_nobody sbatch --chdir=/tmp "$w/nul.sh"
     expect_rc 1 && expect_no_err "map-by-device" || return 1
     [[ $(job_count) == "$before" ]] || { echo "a refused submission created a job"; return 1; }
-    node_idle
+    node_idle && hprobe -n 1 --map-by-device="$LIVE_TARGET" && expect_rc 0 && expect_live 1
 }
 
 c_hostile_both_forms() {
@@ -352,6 +352,8 @@ c_hostile_world_writable_cache_dir() {
     rm -rf "$ww" "$victim"
     set_plugstack "config=$LOAD_CONF"
     e2e_slurmd_stop && e2e_slurmd_start && node_idle || return 1
+    hprobe -n 1 --map-by-device="$LIVE_TARGET"
+    expect_rc 0 && expect_live 1 || ok=1
     return $ok
 }
 
