@@ -3,9 +3,10 @@
 #
 # Copies the working tree (without target/ and .git/) to a temporary directory, puts
 # packaging/debian there as ./debian, and runs `dpkg-buildpackage -b -us -uc` in it, so the
-# source tree is never written to. Cargo builds into $CARGO_TARGET_DIR (default
-# target/pkg, shared with packaging/build-rpm.sh and kept between runs, so only the first
-# build compiles the dependencies).
+# source tree is never written to. Cargo builds into $CARGO_TARGET_DIR (default the
+# repository's target/, shared with packaging/build-rpm.sh and the e2e suite's release build,
+# so the dependencies are compiled once). The package is for the installed Slurm's release:
+# map-by-device_VERSION+slurm<series>_ARCH.deb (see packaging/debian/rules).
 #
 # Needs: dpkg-dev and debhelper, the Build-Depends of packaging/debian/control
 # (libslurm-dev slurm-wlm-basic-plugins libhwloc-dev libudev-dev libclang-dev pkg-config),
@@ -14,7 +15,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 outdir=${1:-$repo/target/packages}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target/pkg}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
 
 die() {
     echo "build-deb.sh: $*" >&2

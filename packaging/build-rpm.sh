@@ -6,13 +6,14 @@
 # build host this is the real build. On Debian (rpm package), it builds the same RPM against
 # Debian's Slurm headers and libraries, with --nodeps since Debian's rpm database is empty:
 # good for checking the spec and its file list (tests/package/rpm-files.sh), not for
-# installing on RHEL. Cargo builds into $CARGO_TARGET_DIR (default target/pkg, shared with
-# packaging/build-deb.sh). Prints the path of the .rpm on its last line.
+# installing on RHEL. Cargo builds into $CARGO_TARGET_DIR (default the repository's target/,
+# shared with packaging/build-deb.sh and the e2e suite's release build). Prints the path of
+# the .rpm on its last line.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 outdir=${1:-$repo/target/packages}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target/pkg}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
 
 die() {
     echo "build-rpm.sh: $*" >&2

@@ -3,8 +3,8 @@
 #
 #   sudo scripts/demo.sh
 #
-# On a Debian 12 machine (root: it starts daemons), this installs what is missing (Slurm
-# 22.05, munge, the build dependencies, Rust), builds the plugin, starts a private Slurm on
+# On a Debian 12 or 13 (or sid) machine (root: it starts daemons), this installs what is missing
+# (Debian's Slurm: 22.05, 24.11 or 26.05; munge, the build dependencies, Rust), builds the plugin, starts a private Slurm on
 # localhost (munged, slurmctld, slurmd -N node1, everything under a temporary directory) with
 # the plugin reading topologies/e2e-2gpu.xml as the node's topology (two packages, one core,
 # one GPU and one InfiniBand adapter each; the CPUs are this machine's 0 and 1), runs

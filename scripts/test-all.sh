@@ -1,39 +1,159 @@
 #!/usr/bin/env bash
 # README command 2: every test.
 #
-#   sudo scripts/test-all.sh
+#   sudo scripts/test-all.sh              # every suite
+#   sudo scripts/test-all.sh e2e unit     # only these suites (names as in SUITES below)
+#   sudo TEST_ALL_SKIP="fuzz bench" scripts/test-all.sh   # all but these (each counted
+#                                         # as skipped, with a line that says so)
+#   sudo scripts/test-all.sh --prepare    # only install and build (no Slurm started): CI
+#                                         # runs this before it takes the machine's lock
 #
-# Installs what is missing (Debian packages, Rust), checks the formatting, runs the unit and
-# integration tests of the whole workspace (cargo test --workspace), then the end-to-end
-# suite on a local single-node Slurm (tests/e2e/run.sh, root) and on a three-node Slurm in
-# network namespaces (tests/e2e/multinode/run.sh, root; installs iproute2), then builds, installs and
-# exercises the Debian package and checks the RPM (tests/package/run.sh). CI runs this (.ci/run).
-set -euo pipefail
+# On Debian 12 (Slurm 22.05), 13 (24.11) or sid (26.05), as root: installs what is missing
+# (Debian packages, Rust), then runs the suites listed in SUITES one after the other, all of
+# them even when one fails, and exits 1 if any failed. CI (.ci/run) runs this script on the
+# host and inside a fresh debootstrap root of each release, so a suite added to SUITES runs
+# on every release without touching CI.
+#
+# Convention for a suite (how this script and .ci/run count it):
+#   - its output ends with a line "N passed, N failed" (the last such line counts), or, for
+#     cargo, has cargo's "test result: ... N passed; N failed; N ignored ..." lines (summed);
+#   - a line starting with "skipped: " says that something could not run here and why (it is
+#     counted, never silent); a line starting with "note: " is shown in the summary;
+#   - a non-zero exit status without a failure counted is one failure.
+# After each suite this script prints "suite NAME: N passed, N failed, N skipped (T s)", and
+# at the end one line per suite again, a "release: ..." line (Debian, Slurm, hwloc) and the
+# closing "N passed, N failed" of all suites together.
+#
+# Real Slurm runs (e2e, packages) start daemons on this machine: on a shared machine hold
+# the machine-wide lock around the whole script (flock /tmp/mbd-slurm.lock scripts/test-all.sh).
+set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=tests/e2e/lib.sh
 source "$ROOT/tests/e2e/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
+
+# NAME|COMMAND (run with bash -c from the repository root). Add new suites here.
+SUITES=(
+    "fmt|cargo fmt --all --check && echo '1 passed, 0 failed'"
+    "unit|cargo test --workspace --no-fail-fast"
+    "fuzz|fuzz/run.sh"
+    "fixtures|python3 topologies/gen/generate.py --check"
+    "e2e|tests/e2e/run.sh"
+    "hardening|tests/e2e/hardening.sh"
+    "multinode|tests/e2e/multinode/run.sh"
+    "browser|tests/browser/run.sh"
+    "packages|tests/package/run.sh"
+    "demo|scripts/demo.sh >/tmp/mbd-demo.out 2>&1; rc=\$?; cat /tmp/mbd-demo.out; check_demo /tmp/mbd-demo.out \$rc"
+    "bench|tests/e2e/bench.sh"
+)
+# Packages the suites need beyond tests/e2e/lib.sh's E2E_PACKAGES (the build and the local
+# Slurm): the fixture check runs hwloc's own tools; the package suite builds a .deb and an RPM.
+TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm)
+
+# check_demo OUTPUT RC: README command 1 did what the README shows (each task on its GPU's
+# CPU with its UUID, the network mapping, the refusal of a third task).
+check_demo() {
+    local out=$1 rc=$2 want ok=0 bad=0
+    for want in "task 0: CPUs 0, CUDA_VISIBLE_DEVICES=GPU-2fa8685e-6ae2-c4f4-39df-551ea6a96245" \
+        "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=GPU-1bc1cea7-7fd4-5fb3-299e-bdaf9d7efe54" \
+        "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=(unset), NCCL_IB_HCA==mlx5_1" \
+        "3 tasks with ndev=1 need 3 gpu devices"; do
+        if grep -qF -- "$want" "$out"; then ok=$((ok + 1)); else echo "demo output lacks: $want"; bad=$((bad + 1)); fi
+    done
+    ((rc == 0)) || { echo "scripts/demo.sh exited $rc"; bad=$((bad + 1)); }
+    rm -f "$out"
+    echo "$ok passed, $bad failed"
+}
+export -f check_demo
 
 if [[ $(id -u) != 0 ]]; then
     echo "scripts/test-all.sh installs packages and starts slurmctld/slurmd: run it as root (sudo)" >&2
+    echo "0 passed, 1 failed"
     exit 1
 fi
-t0=$SECONDS
-e2e_install_packages
-e2e_ensure_rust
-if cargo fmt --version >/dev/null 2>&1; then
-    echo "== cargo fmt --check"
-    cargo fmt --all --check
-fi
-echo "== cargo test --workspace"
-cargo test --workspace
-echo "== fuzz/run.sh" && "$ROOT/fuzz/run.sh"
-echo "== tests/e2e/run.sh"
-"$ROOT/tests/e2e/run.sh"
-echo "== tests/e2e/multinode/run.sh"
-"$ROOT/tests/e2e/multinode/run.sh"
-echo "== tests/e2e/hardening.sh" && "$ROOT/tests/e2e/hardening.sh"
-echo "== tests/browser/run.sh" && "$ROOT/tests/browser/run.sh"
-echo "== tests/package/run.sh"
-"$ROOT/tests/package/run.sh"
-echo "all tests passed in $((SECONDS - t0)) s"
+
+# count_suite LOG RC: prints "PASSED FAILED SKIPPED" for a suite's output.
+count_suite() {
+    local log=$1 rc=$2 passed=0 failed=0 skipped line
+    if grep -q '^test result: ' "$log"; then
+        read -r passed failed < <(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$log" |
+            awk '{p += $1; f += $2} END {print p + 0, f + 0}')
+        # A test binary that did not build or crashed has no result line.
+        if grep -qE '^error(\[E[0-9]+\])?: ' "$log" && ((rc != 0 && failed == 0)); then failed=1; fi
+    else
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+        if [[ -n $line ]]; then
+            read -r passed failed < <(sed -E 's/^([0-9]+) passed, ([0-9]+) failed.*/\1 \2/' <<<"$line")
+        fi
+    fi
+    ((rc != 0 && failed == 0)) && failed=1
+    # (libtest may have printed "test NAME ... " in front of a test's own line)
+    skipped=$(grep -cE '^(test .* \.\.\. )?skipped: ' "$log")
+    echo "$passed $failed $skipped"
+}
+
+# The release this runs on, for the summary.
+release_line() {
+    local debian slurm hwloc
+    debian=$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}")
+    slurm=$(dpkg-query -W -f='${Version}' slurmd 2>/dev/null || echo "not installed")
+    hwloc=$(pkg-config --modversion hwloc 2>/dev/null || echo "unknown")
+    echo "release: $debian, Slurm $slurm, hwloc $hwloc, $(rustc --version 2>/dev/null || echo 'no rustc')"
+}
+
+# --prepare: what the suites build, built ahead (the debug test binaries and the CLI, the
+# release plugin the e2e, package and bench suites load), so that the part that needs the
+# machine's lock is short. Only a speed-up: every suite builds what it needs anyway.
+prepare() {
+    echo "== prepare: cargo test --workspace --no-run; cargo build --release -p map-by-device-spank -p map-by-device"
+    cargo test --workspace --no-run --quiet && cargo build --release --locked --quiet -p map-by-device-spank -p map-by-device
+}
+
+main() {
+    local t0=$SECONDS wanted=("$@") entry name cmd log rc start counts p f s
+    local total_p=0 total_f=0 total_s=0 summary=() notes=()
+    e2e_install_packages "${TEST_PACKAGES[@]}" || { echo "0 passed, 1 failed"; exit 1; }
+    e2e_ensure_rust || { echo "0 passed, 1 failed"; exit 1; }
+    release_line
+    if [[ ${1:-} == --prepare ]]; then
+        prepare && echo "prepared in $((SECONDS - t0)) s"
+        return
+    fi
+    log=$(mktemp /tmp/mbd-test-all.XXXXXX)
+    TEST_ALL_LOG=$log
+    trap 'rm -f "$TEST_ALL_LOG"' EXIT
+    for entry in "${SUITES[@]}"; do
+        name=${entry%%|*} cmd=${entry#*|}
+        if ((${#wanted[@]})) && ! printf '%s\n' "${wanted[@]}" | grep -qx "$name"; then
+            continue
+        fi
+        if [[ " ${TEST_ALL_SKIP:-} " == *" $name "* ]]; then
+            summary+=("suite $name: 0 passed, 0 failed, 1 skipped (TEST_ALL_SKIP)")
+            notes+=("$name: skipped: suite $name (TEST_ALL_SKIP=\"$TEST_ALL_SKIP\")")
+            echo "skipped: suite $name (TEST_ALL_SKIP)"
+            total_s=$((total_s + 1))
+            continue
+        fi
+        echo
+        echo "== suite $name: $cmd"
+        start=$SECONDS
+        bash -c "$cmd" 2>&1 | tee "$log"
+        rc=${PIPESTATUS[0]}
+        counts=$(count_suite "$log" "$rc")
+        read -r p f s <<<"$counts"
+        summary+=("suite $name: $p passed, $f failed, $s skipped ($((SECONDS - start)) s)")
+        echo "${summary[-1]}"
+        mapfile -t -O "${#notes[@]}" notes < <(grep -E '^(test .* \.\.\. )?(skipped|note): ' "$log" |
+            sed -E "s/^test .* \.\.\. //; s/^/$name: /")
+        total_p=$((total_p + p)) total_f=$((total_f + f)) total_s=$((total_s + s))
+    done
+    echo
+    echo "== summary ($((SECONDS - t0)) s)"
+    printf '%s\n' "${notes[@]}" | sort -u | grep . || true
+    release_line
+    printf '%s\n' "${summary[@]}"
+    echo "$total_p passed, $total_f failed"
+    ((total_f == 0))
+}
+
+main "$@"

@@ -7,6 +7,10 @@
 //!
 //! The header is looked for in `$SLURM_INCLUDE_DIR` (default `/usr/include`); Debian's
 //! `libslurm-dev` installs it.
+//!
+//! It also tells the plugin what its Slurm's `spank.h` offers that older ones lack, as cfgs:
+//! `slurm_init_failure_mode` when it declares `slurm_spank_init_failure_mode` (25.05+: a
+//! failing `slurm_spank_init` drains the node unless the plugin says `ESPANK_JOB_FAILURE`).
 
 use std::path::PathBuf;
 
@@ -55,6 +59,15 @@ fn main() {
         _ => "step_id",
     };
     println!("cargo:rustc-cfg=slurm_kill_step=\"{api}\"");
+
+    println!("cargo:rustc-check-cfg=cfg(slurm_init_failure_mode)");
+    let spank_h = include.join("slurm/spank.h");
+    println!("cargo:rerun-if-changed={}", spank_h.display());
+    let spank = std::fs::read_to_string(&spank_h)
+        .unwrap_or_else(|e| fail(&format!("cannot read {}: {e} (install the Slurm headers)", spank_h.display())));
+    if spank.contains("slurm_spank_init_failure_mode") {
+        println!("cargo:rustc-cfg=slurm_init_failure_mode");
+    }
 }
 
 fn fail(message: &str) -> ! {

@@ -26,6 +26,7 @@ pub mod node;
 pub mod panics;
 pub mod plan;
 pub mod report;
+pub mod slurm_release;
 pub mod spec;
 pub mod test_hooks;
 pub mod topology;

@@ -33,7 +33,11 @@
 // XML files are read by Rust (a missing or unreadable path is an io::Error naming the path;
 // `hwlocality`'s own `from_xml_file` panics on a missing path) and handed to hwloc as a
 // buffer. Invalid UTF-8 is replaced (only info strings could carry it). On rejection the
-// text is sniffed for `version="3` to explain hwloc 2.9's refusal of hwloc 3's format.
+// text is sniffed for its format version to explain a refusal of a newer format: hwloc 2.9
+// refuses XML 3.0 (what hwloc 3 writes), 2.10 and later (trixie's 2.12, sid's 2.15) import
+// 3.0 and refuse 3.1 and above. Which of the two the linked libhwloc is, is asked of it (a tiny
+// 3.0 document, once, only after a refusal), not assumed from the version built against: the
+// library can be upgraded under the plugin.
 //
 // Panics: `hwlocality` uses `expect`/`unreachable!` for "cannot happen" hwloc answers; each
 // load runs inside `catch_unwind` and a panic becomes `LoadError::Panicked`.
@@ -62,10 +66,10 @@ pub enum LoadError {
     Read { path: PathBuf, source: std::io::Error },
 
     #[error(
-        "hwloc 2 cannot import topology XML {input}: it is XML v3, written by hwloc 3 \
-         (re-export it there with `lstopo --export-xml-flags v2 FILE.xml`)"
+        "this hwloc cannot import topology XML {input}: it is XML {format}, written by a newer hwloc \
+         (hwloc 2.10 and later read 3.0; re-export it there with `lstopo --export-xml-flags v2 FILE.xml`)"
     )]
-    XmlV3 { input: String },
+    XmlV3 { input: String, format: String },
 
     #[error(
         "hwloc rejected topology XML {input}{detail} (is it an lstopo XML export? \
@@ -277,12 +281,11 @@ fn check_environment() -> Result<(), LoadError> {
 
 fn load_xml(xml: &str, input: String) -> Result<Topology, LoadError> {
     guarded(&input, |input| {
-        let rejected = |detail: &str| {
-            if looks_like_v3(xml) {
-                LoadError::XmlV3 { input: input.to_string() }
-            } else {
-                LoadError::XmlRejected { input: input.to_string(), detail: detail.to_string() }
+        let rejected = |detail: &str| match xml_format(xml) {
+            Some((major, minor)) if format_too_new(major, minor) => {
+                LoadError::XmlV3 { input: input.to_string(), format: format!("{major}.{minor}") }
             }
+            _ => LoadError::XmlRejected { input: input.to_string(), detail: detail.to_string() },
         };
         let builder = builder(input)?.from_xml(xml).map_err(|e| match e {
             StringInputError::ContainsNul => rejected(": it contains a NUL byte"),
@@ -301,7 +304,7 @@ const XML_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(serde::Serialize, serde::Deserialize)]
 enum Imported {
     Loaded(Topology),
-    V3,
+    V3(String),
     Rejected(String),
     Hwloc { step: String, detail: String },
     Panicked(String),
@@ -315,7 +318,7 @@ fn load_xml_isolated(xml: &str, input: String) -> Result<Topology, LoadError> {
     let child = || {
         Ok(match load_xml(xml, input.clone()) {
             Ok(t) => Imported::Loaded(t),
-            Err(LoadError::XmlV3 { .. }) => Imported::V3,
+            Err(LoadError::XmlV3 { format, .. }) => Imported::V3(format),
             Err(LoadError::XmlRejected { detail, .. }) => Imported::Rejected(detail),
             Err(LoadError::Hwloc { step, detail, .. }) => Imported::Hwloc { step, detail },
             Err(LoadError::Panicked { message, .. }) => Imported::Panicked(message),
@@ -325,7 +328,7 @@ fn load_xml_isolated(xml: &str, input: String) -> Result<Topology, LoadError> {
     let _hwloc = hwloc_lock();
     match crate::bounded::run(XML_TIMEOUT, child) {
         Ok(Ok(Imported::Loaded(t))) => Ok(t),
-        Ok(Ok(Imported::V3)) => Err(LoadError::XmlV3 { input }),
+        Ok(Ok(Imported::V3(format))) => Err(LoadError::XmlV3 { input, format }),
         Ok(Ok(Imported::Rejected(detail))) => Err(LoadError::XmlRejected { input, detail }),
         Ok(Ok(Imported::Hwloc { step, detail })) => Err(LoadError::Hwloc { input, step, detail }),
         Ok(Ok(Imported::Panicked(message))) => Err(LoadError::Panicked { input, message }),
@@ -334,14 +337,46 @@ fn load_xml_isolated(xml: &str, input: String) -> Result<Topology, LoadError> {
     }
 }
 
-/// Whether the `<topology ...>` start tag says `version="3...`.
-fn looks_like_v3(xml: &str) -> bool {
-    let Some(start) = xml.find("<topology") else {
-        return false;
-    };
-    let tag = &xml[start..];
+/// The format version the `<topology ...>` start tag declares (`version="3.0"` -> (3, 0)).
+fn xml_format(xml: &str) -> Option<(u32, u32)> {
+    let tag = &xml[xml.find("<topology")?..];
     let tag = &tag[..tag.find('>').unwrap_or(tag.len())];
-    tag.contains("version=\"3") || tag.contains("version='3")
+    let value = tag.split_once("version=")?.1;
+    let quote = value.chars().next().filter(|q| *q == '"' || *q == '\'')?;
+    let value = &value[1..];
+    let value = &value[..value.find(quote)?];
+    let (major, minor) = value.split_once('.').unwrap_or((value, "0"));
+    Some((major.trim().parse().ok()?, minor.trim().parse().ok()?))
+}
+
+/// Whether the linked hwloc refuses XML of this format version for being too new: every hwloc 2
+/// refuses 3.1 and above; 3.0 is refused by hwloc before 2.10 only.
+fn format_too_new(major: u32, minor: u32) -> bool {
+    match (major, minor) {
+        (0..=2, _) => false,
+        (3, 0) => !reads_xml_3_0(),
+        _ => true,
+    }
+}
+
+/// Whether the linked hwloc imports XML 3.0: asked once, with the smallest such document.
+fn reads_xml_3_0() -> bool {
+    static READS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *READS.get_or_init(|| {
+        const TINY_V3: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<topology version=\"3.0\">\n\
+             <object type=\"Machine\" os_index=\"0\" cpuset=\"0x00000001\" complete_cpuset=\"0x00000001\" \
+             allowed_cpuset=\"0x00000001\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" \
+             allowed_nodeset=\"0x00000001\" gp_index=\"1\">\n\
+             <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x00000001\" complete_cpuset=\"0x00000001\" \
+             nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" gp_index=\"2\"/>\n\
+             <object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\" complete_cpuset=\"0x00000001\" \
+             nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" gp_index=\"3\"/>\n\
+             </object>\n</topology>\n";
+        catch_unwind(AssertUnwindSafe(|| {
+            hwlocality::Topology::builder().from_xml(TINY_V3).ok().is_some_and(|b| b.build().is_ok())
+        }))
+        .unwrap_or(false)
+    })
 }
 
 /// Runs `f`, turning a panic in the hwloc bindings into an error.

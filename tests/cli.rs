@@ -108,6 +108,27 @@ impl TempDir {
     }
 }
 
+/// A copy of one of the installed Slurm's own plugins (task/affinity, part of every Slurm
+/// build) as DIR/NAME: a real ELF file whose `plugin_version` is the installed release, for the
+/// checks that read it. `None` (and a `skipped:` line) where no Slurm is installed.
+fn slurm_plugin_copy(dir: &TempDir, name: &str, test: &str) -> Option<String> {
+    let own = ["/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/aarch64-linux-gnu/slurm-wlm", "/usr/lib64/slurm"]
+        .iter()
+        .map(|d| Path::new(d).join("task_affinity.so"))
+        .find(|p| p.is_file());
+    let Some(own) = own else {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("skipped: {test} (no installed Slurm plugin to stand in for map_by_device.so)\n").as_bytes(),
+        );
+        return None;
+    };
+    let path = dir.0.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::copy(own, &path).unwrap();
+    Some(path.display().to_string())
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -530,7 +551,10 @@ fn check_with_a_config_file() {
 fn check_reads_plugstack_lines_and_includes() {
     let Some(dir) = TempDir::trusted("plugstack") else { return };
     let turin = topo("turin-h200.xml");
-    let plugin = dir.file("lib/map_by_device.so", "not really a plugin");
+    let Some(plugin) = slurm_plugin_copy(&dir, "lib/map_by_device.so", "check_reads_plugstack_lines_and_includes")
+    else {
+        return;
+    };
 
     // The packaged layout: plugstack.conf includes plugstack.conf.d/*.conf.
     let main = dir.file("plugstack.conf", "# site plugins\ninclude plugstack.conf.d/*.conf\n");
@@ -577,6 +601,55 @@ fn check_reads_plugstack_lines_and_includes() {
             "bad.conf line 1 loads the plugin as optional: Slurm ignores the failures of an optional plugin",
         ],
     );
+}
+
+/// The release check reads the plugin file's plugin_version and the node's Slurm: the same
+/// release is fine, another major.minor is refused with both versions and the fix, and a file
+/// that is no plugin is refused too.
+#[test]
+fn check_names_the_release_and_refuses_another() {
+    let dir = TempDir::new("release");
+    let turin = topo("turin-h200.xml");
+    let Some(plugin) = slurm_plugin_copy(&dir, "lib/map_by_device.so", "check_names_the_release_and_refuses_another")
+    else {
+        return;
+    };
+    let conf = dir.file("plugstack.conf", &format!("required {plugin}\n"));
+    let bytes = std::fs::read(&plugin).unwrap();
+    let installed = map_by_device::slurm_release::exported_u32(&bytes, "plugin_version").unwrap();
+    let series = format!("{}.{:02}", installed >> 16, (installed >> 8) & 0xff);
+    let out = stdout(&run(&["check", "--topology", &turin, "--plugstack", &conf]));
+    assert!(out.contains(&format!("    built for Slurm {series} (")), "{out}");
+    if !out.contains("  Slurm on this node: ") {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"skipped: the release mismatch check (no slurmd here)\n",
+        );
+        return;
+    }
+    assert!(!out.contains("Incompatible"), "{out}");
+    // The same file declaring the release before (major.minor - 1, or 21.08): refused.
+    let other = if installed & 0xff00 >= 0x100 { installed - 0x100 } else { 0x150800 };
+    let at = map_by_device::slurm_release::symbol_offset(&bytes, "plugin_version").unwrap().unwrap();
+    let mut patched = bytes.clone();
+    patched[at..at + 4].copy_from_slice(&other.to_le_bytes());
+    std::fs::write(&plugin, &patched).unwrap();
+    let o = run(&["check", "--topology", &turin, "--plugstack", &conf]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let out = stdout(&o);
+    let other_series = format!("{}.{:02}", other >> 16, (other >> 8) & 0xff);
+    for needle in [
+        format!("was built for Slurm {other_series}"),
+        format!("but this node runs Slurm {series}."),
+        "(slurmd -V): Slurm refuses to load it (\"Incompatible Slurm plugin version\")".to_string(),
+        format!("install the map-by-device package built for Slurm {series}"),
+    ] {
+        assert!(out.contains(&needle), "{needle:?} not in:\n{out}");
+    }
+    // Not an ELF file at all.
+    std::fs::write(&plugin, "not really a plugin").unwrap();
+    let out = stdout(&run(&["check", "--topology", &turin, "--plugstack", &conf]));
+    assert!(out.contains("which is not a plugin Slurm can load (not an ELF file)"), "{out}");
 }
 
 #[test]

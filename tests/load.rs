@@ -1,22 +1,30 @@
 //! The hwloc loader against the real topologies in `../shared/topologies` (facts from its
-//! SOURCES.md) and against this machine.
+//! SOURCES.md; reference data next to the checkout, skipped with a `skipped:` line where it
+//! is absent), against the project's fixtures (every one must load with hwloc's built-in
+//! minimal XML parser too) and against this machine.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
 
 use map_by_device::cpuset::CpuSet;
 use map_by_device::load::{self, LoadError};
 use map_by_device::topology::{ObjKind, PciFunction, Topology};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/topologies"));
-    assert!(dir.is_dir(), "topology directory {} is missing", dir.display());
+mod common;
+use common::fixture;
+
+/// The reference exports' directory, or `None` after saying that `test` skipped them.
+fn real(test: &str) -> Option<PathBuf> {
+    let dir = common::reference_dir();
+    if dir.is_none() {
+        common::skipped(test);
+    }
     dir
 }
 
-fn load(name: &str) -> Topology {
-    let path = dir().join(name);
+fn load(dir: &Path, name: &str) -> Topology {
+    let path = dir.join(name);
     load::from_xml_file(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -103,7 +111,8 @@ fn check_shape(name: &str, t: &Topology) {
 
 #[test]
 fn every_topology_loads_with_the_documented_counts() {
-    let mut files: Vec<String> = std::fs::read_dir(dir())
+    let Some(dir) = real("every_topology_loads_with_the_documented_counts") else { return };
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".xml"))
@@ -115,7 +124,7 @@ fn every_topology_loads_with_the_documented_counts() {
 
     for facts in FACTS {
         let name = facts.file;
-        let t = load(name);
+        let t = load(&dir, name);
         check_shape(name, &t);
         let got = (
             count(&t, ObjKind::Package),
@@ -140,7 +149,8 @@ fn is_gpu_class(class: u16) -> bool {
 
 #[test]
 fn turin_nvml_gpus_carry_cuda_opencl_and_nvml_devices() {
-    let t = load("turin-4gpu-nvml.xml");
+    let Some(dir) = real("turin_nvml_gpus_carry_cuda_opencl_and_nvml_devices") else { return };
+    let t = load(&dir, "turin-4gpu-nvml.xml");
     let gpus: Vec<&PciFunction> = t.pci.iter().filter(|f| f.vendor_id == 0x10de).collect();
     assert_eq!(gpus.len(), 4);
     let mut uuids = Vec::new();
@@ -164,8 +174,9 @@ fn turin_nvml_gpus_carry_cuda_opencl_and_nvml_devices() {
 
 #[test]
 fn turin_gpu_locality_is_its_numa_group() {
+    let Some(dir) = real("turin_gpu_locality_is_its_numa_group") else { return };
     for name in ["turin-4gpu.xml", "turin-4gpu-nvml.xml"] {
-        let t = load(name);
+        let t = load(&dir, name);
         let gpu = function(&t, "0000:06:00.0");
         let local = &t.objects[gpu.locality];
         assert_eq!(local.cpuset, CpuSet::parse_list("16-31,144-159").unwrap(), "{name}");
@@ -180,7 +191,8 @@ fn turin_gpu_locality_is_its_numa_group() {
 
 #[test]
 fn turin_drm_only_export_keeps_the_bmc_display() {
-    let t = load("turin-4gpu.xml");
+    let Some(dir) = real("turin_drm_only_export_keeps_the_bmc_display") else { return };
+    let t = load(&dir, "turin-4gpu.xml");
     let bmc = function(&t, "0000:53:00.0");
     assert_eq!((bmc.vendor_id, bmc.device_id, bmc.class_id), (0x1a03, 0x2000, 0x0300));
     assert_eq!(names(bmc), ["card0"]);
@@ -194,7 +206,8 @@ fn turin_drm_only_export_keeps_the_bmc_display() {
 
 #[test]
 fn tuolumne_cpx_has_six_rsmi_partitions_per_function() {
-    let t = load("tuo.CPX.xml");
+    let Some(dir) = real("tuolumne_cpx_has_six_rsmi_partitions_per_function") else { return };
+    let t = load(&dir, "tuo.CPX.xml");
     let apus: Vec<&PciFunction> = t.pci.iter().filter(|f| f.vendor_id == 0x1002).collect();
     assert_eq!(apus.len(), 4);
     let mut all = Vec::new();
@@ -216,7 +229,8 @@ fn tuolumne_cpx_has_six_rsmi_partitions_per_function() {
 
 #[test]
 fn tioga_disks_are_loose_and_gpus_hang_off_l3() {
-    let t = load("eas-tioga.xml");
+    let Some(dir) = real("tioga_disks_are_loose_and_gpus_hang_off_l3") else { return };
+    let t = load(&dir, "eas-tioga.xml");
     let mut loose: Vec<(&str, &str, ObjKind)> = t
         .loose
         .iter()
@@ -233,7 +247,8 @@ fn tioga_disks_are_loose_and_gpus_hang_off_l3() {
 
 #[test]
 fn dgx2_nvml_devices_are_coprocessors_without_subtype() {
-    let t = load("nvidiaDGX2.xml");
+    let Some(dir) = real("dgx2_nvml_devices_are_coprocessors_without_subtype") else { return };
+    let t = load(&dir, "nvidiaDGX2.xml");
     for f in t.pci.iter() {
         assert_eq!(f.vendor_id, 0x10de, "{}", f.busid);
         assert_eq!(names(f).len(), 1);
@@ -247,7 +262,8 @@ fn dgx2_nvml_devices_are_coprocessors_without_subtype() {
 
 #[test]
 fn lassen_keeps_pci_domains_and_nic_ports() {
-    let t = load("coral-lassen.xml");
+    let Some(dir) = real("lassen_keeps_pci_domains_and_nic_ports") else { return };
+    let t = load(&dir, "coral-lassen.xml");
     let domains: Vec<u32> = t.pci.iter().filter(|f| f.vendor_id == 0x10de).map(|f| f.busid.domain).collect();
     assert!(domains.contains(&0x0004) && domains.contains(&0x0035), "{domains:?}");
     let hcas: Vec<&str> = t.pci.iter().flat_map(|f| &f.osdevs).map(|d| d.name.as_str()).collect();
@@ -265,7 +281,8 @@ fn chain(t: &Topology, busid: &str) -> Vec<String> {
 
 #[test]
 fn turin_gpu_and_its_hca_share_the_switch_upstream_port() {
-    let t = load("turin-4gpu-nvml.xml");
+    let Some(dir) = real("turin_gpu_and_its_hca_share_the_switch_upstream_port") else { return };
+    let t = load(&dir, "turin-4gpu-nvml.xml");
     // GPU0 sits two switch levels below the ConnectX-7's integrated switch; mlx5_0 is on its
     // first downstream port: both hang off 0000:01:00.0, the switch's upstream port.
     assert_eq!(
@@ -281,7 +298,8 @@ fn turin_gpu_and_its_hca_share_the_switch_upstream_port() {
 
 #[test]
 fn dgx2_gpu_pairs_share_their_lower_switch() {
-    let t = load("nvidiaDGX2.xml");
+    let Some(dir) = real("dgx2_gpu_pairs_share_their_lower_switch") else { return };
+    let t = load(&dir, "nvidiaDGX2.xml");
     let (a, b) = (chain(&t, "0000:34:00.0"), chain(&t, "0000:36:00.0"));
     assert_eq!(a.len(), 6, "{a:?}");
     assert_eq!(a[..5], b[..5], "nvml0 and nvml1 share five bridges, down to 0000:32:00.0");
@@ -294,7 +312,8 @@ fn dgx2_gpu_pairs_share_their_lower_switch() {
 
 #[test]
 fn v1_xml_files_load_with_their_devices() {
-    let sierra = load("sierra.xml");
+    let Some(dir) = real("v1_xml_files_load_with_their_devices") else { return };
+    let sierra = load(&dir, "sierra.xml");
     let bmc = function(&sierra, "0002:02:00.0");
     assert_eq!(bmc.vendor_id, 0x1a03);
     assert_eq!(names(bmc), ["card4", "controlD68"]);
@@ -305,7 +324,7 @@ fn v1_xml_files_load_with_their_devices() {
         sierra.of_kind(ObjKind::NumaNode).filter(|n| n.cpuset.is_empty()).map(|n| n.os_index).collect();
     assert_eq!(empty, [Some(252), Some(253), Some(254), Some(255)]);
 
-    let corona = load("corona.xml");
+    let corona = load(&dir, "corona.xml");
     let rsmi = corona.pci.iter().flat_map(|f| &f.osdevs).filter(|d| d.name.starts_with("rsmi"));
     assert_eq!(rsmi.count(), 8);
     assert!(corona.loose.iter().any(|l| l.osdev.name == "sda"));
@@ -313,7 +332,7 @@ fn v1_xml_files_load_with_their_devices() {
 
 #[test]
 fn missing_file_names_the_path() {
-    let path = dir().join("no-such-topology.xml");
+    let path = fixture("no-such-topology.xml");
     let err = load::from_xml_file(&path).unwrap_err();
     assert!(matches!(&err, LoadError::Read { path: p, .. } if *p == path), "{err:?}");
     let msg = err.to_string();
@@ -357,13 +376,51 @@ fn xml_that_crashes_hwloc_is_an_error_not_a_crash() {
     assert!(!msg.contains('\n'), "{msg}");
 }
 
+/// The linked hwloc's version, as pkg-config reports it (the same library the tests link).
+fn hwloc_version() -> (u32, u32) {
+    let out = Command::new("pkg-config").args(["--modversion", "hwloc"]).output().expect("pkg-config runs");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut parts = text.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// `e2e-2gpu.xml` as hwloc 3 would write it: format 3.0, where `osdev_type` is a bit mask
+/// (storage 1, GPU 4, coprocessor 8, network 16, OpenFabrics 32) instead of hwloc 2's enum.
+fn as_xml_v3(v2: &str, version: &str) -> String {
+    let mut v3 = v2.replace("<topology version=\"2.0\">", &format!("<topology version=\"{version}\">"));
+    for (v2_type, v3_type) in [("0", "1"), ("1", "4"), ("5", "8"), ("2", "16"), ("3", "32")] {
+        v3 = v3.replace(&format!("osdev_type=\"{v2_type}\""), &format!("osdev_type=\"v3:{v3_type}\""));
+    }
+    v3.replace("osdev_type=\"v3:", "osdev_type=\"")
+}
+
 #[test]
-fn hwloc3_xml_gets_a_re_export_hint() {
-    let xml = std::fs::read_to_string(dir().join("nvidiaDGX2.xml")).unwrap();
-    assert!(xml.contains("<topology version=\"2.0\">"));
-    let err = load::from_xml_str(&xml.replace("<topology version=\"2.0\">", "<topology version=\"3.0\">")).unwrap_err();
-    assert!(matches!(err, LoadError::XmlV3 { .. }), "{err:?}");
-    assert!(err.to_string().contains("--export-xml-flags v2"), "{err}");
+fn xml_v3_loads_where_hwloc_reads_it_and_gets_a_re_export_hint_elsewhere() {
+    let v2 = std::fs::read_to_string(fixture("e2e-2gpu.xml")).unwrap();
+    assert!(v2.contains("<topology version=\"2.0\">"));
+    let from_v2 = load::from_xml_str(&v2).unwrap();
+    let hwloc = hwloc_version();
+    let v3 = load::from_xml_str(&as_xml_v3(&v2, "3.0"));
+    if hwloc >= (2, 10) {
+        // trixie's hwloc 2.12, sid's 2.15: the same topology as the v2 file.
+        assert_eq!(v3.unwrap(), from_v2, "hwloc {hwloc:?} imports XML 3.0");
+    } else {
+        // bookworm's hwloc 2.9 refuses XML 3.0: the error says why and how to re-export.
+        let err = v3.unwrap_err();
+        assert!(matches!(&err, LoadError::XmlV3 { format, .. } if format == "3.0"), "{err:?}");
+        assert!(err.to_string().contains("--export-xml-flags v2") && err.to_string().contains("XML 3.0"), "{err}");
+    }
+    // No hwloc 2 reads a format newer than 3.0.
+    let err = load::from_xml_str(&as_xml_v3(&v2, "3.1")).unwrap_err();
+    assert!(matches!(&err, LoadError::XmlV3 { format, .. } if format == "3.1"), "{err:?}");
+    // A broken 3.0 file is not called too new where 3.0 is read.
+    let broken = as_xml_v3(&v2, "3.0").replace("<object type=\"PU\"", "<object type=\"NoSuchType\"");
+    let err = load::from_xml_str(&broken).unwrap_err();
+    if hwloc >= (2, 10) {
+        assert!(matches!(err, LoadError::XmlRejected { .. }), "{err:?}");
+    } else {
+        assert!(matches!(err, LoadError::XmlV3 { .. }), "{err:?}");
+    }
 }
 
 // --- live(): run in a child process so environment variables never touch this one ---
@@ -386,6 +443,62 @@ fn run_child(env: &[(&str, &str)]) -> String {
     assert!(out.status.success(), "child failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("LIVE:"), "child test did not run: {stdout}");
     stdout
+}
+
+const FIXTURES_CHILD: &str = "MAP_BY_DEVICE_FIXTURES_CHILD";
+
+/// Loads every fixture, and a control document that only libxml2 accepts, in a child process
+/// whose hwloc may not use libxml2 (hwloc reads HWLOC_LIBXML_IMPORT once per process).
+#[test]
+fn every_fixture_loads_with_hwlocs_minimal_xml_parser() {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["fixtures_child", "--exact", "--nocapture", "--test-threads=1"]).env(FIXTURES_CHILD, "1");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("HWLOC_") {
+            cmd.env_remove(name);
+        }
+    }
+    let out = cmd.env("HWLOC_LIBXML_IMPORT", "0").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    // (libtest may print "test fixtures_child ... " in front of the first line)
+    let loaded: Vec<&str> = stdout.lines().filter_map(|l| l.split_once("LOADED: ").map(|(_, f)| f)).collect();
+    let failed: Vec<&str> = stdout.lines().filter_map(|l| l.split_once("FAILED: ").map(|(_, f)| f)).collect();
+    assert!(failed.is_empty(), "not loaded by the minimal parser: {failed:?}");
+    assert!(loaded.len() >= 16, "fixtures loaded: {loaded:?}");
+    // The control proves the parser in use is the minimal one: it refuses a comment before
+    // <topology>, which libxml2 accepts.
+    assert!(stdout.contains("CONTROL: rejected"), "the minimal parser was not the one used: {stdout}");
+}
+
+#[test]
+fn fixtures_child() {
+    if std::env::var_os(FIXTURES_CHILD).is_none() {
+        return;
+    }
+    // The project's fixtures and the end-to-end suite's own.
+    let e2e = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures");
+    let mut files: Vec<PathBuf> = [fixture(""), e2e]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("xml"))
+        .collect();
+    files.sort();
+    for path in &files {
+        let name = path.file_name().unwrap().to_string_lossy();
+        match load::from_xml_file(path) {
+            Ok(t) if !t.pci.is_empty() || name == "no-gpu.xml" || !t.loose.is_empty() => println!("LOADED: {name}"),
+            Ok(_) => println!("FAILED: {name} (no devices)"),
+            Err(e) => println!("FAILED: {name}: {e}"),
+        }
+    }
+    let xml = std::fs::read_to_string(fixture("e2e-2gpu.xml")).unwrap();
+    let control = xml.replacen("<topology ", "<!-- a comment -->\n<topology ", 1);
+    match load::from_xml_str(&control) {
+        Ok(_) => println!("CONTROL: loaded"),
+        Err(e) => println!("CONTROL: rejected ({e})"),
+    }
 }
 
 /// Prints what live() returned; only does something when started by `run_child`.
@@ -418,7 +531,7 @@ fn live_reads_this_machine() {
 
 #[test]
 fn live_refuses_variables_that_replace_the_machine() {
-    let xml = dir().join("turin-4gpu.xml").display().to_string();
+    let xml = fixture("turin-h200.xml").display().to_string();
     for (name, value) in [
         ("HWLOC_XMLFILE", xml.as_str()),
         ("HWLOC_SYNTHETIC", "pack:4 pu:8"),
@@ -470,20 +583,20 @@ fn environment_error_names_the_variable_and_the_fix() {
 
 #[test]
 fn xml_path_and_text_give_the_same_topology() {
-    let path = dir().join("cts1-quartz-smt1.xml");
+    let path = fixture("omnipath.xml");
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(load::from_xml_file(&path).unwrap(), load::from_xml_str(&text).unwrap());
 }
 
 #[test]
 fn loading_turin_is_fast_enough_for_every_step() {
-    let path = dir().join("turin-4gpu-nvml.xml");
+    let path = fixture("turin-h200.xml");
     let start = std::time::Instant::now();
     for _ in 0..5 {
         load::from_xml_file(&path).unwrap();
     }
     let each = start.elapsed() / 5;
-    println!("turin-4gpu-nvml.xml: {each:?} per load");
+    println!("turin-h200.xml: {each:?} per load");
     assert!(each < std::time::Duration::from_millis(500), "{each:?}");
 }
 

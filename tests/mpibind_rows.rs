@@ -14,6 +14,8 @@ use map_by_device::plan::{plan, Plan, PlanError, StepFacts};
 use map_by_device::spec::Spec;
 use std::path::PathBuf;
 
+mod common;
+
 fn node(name: &str) -> Node {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies").join(name);
     Node::new(load::from_xml_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())), NodeOptions::default())
@@ -23,7 +25,7 @@ fn node(name: &str) -> Node {
 fn real(name: &str) -> Option<Node> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/topologies").join(name);
     if !path.exists() {
-        eprintln!("skipped: {} is not here (the real exports are outside the repository)", path.display());
+        common::skip_line(&format!("{} is not here (the real exports are outside the repository)", path.display()));
         return None;
     }
     Some(Node::new(load::from_xml_file(&path).unwrap(), NodeOptions::default()))

@@ -20,6 +20,8 @@ use map_by_device::report;
 use map_by_device::spec::Spec;
 use std::path::PathBuf;
 
+mod common;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -37,7 +39,7 @@ fn fixture(name: &str) -> Node {
 fn shared(name: &str, test: &str) -> Option<Node> {
     let path = root().join("../shared/topologies").join(name);
     if !path.is_file() {
-        eprintln!("{test}: skipped, {} is not here (the real exports are reference data)", path.display());
+        common::skip_line(&format!("{test}: {} is not here (the real exports are reference data)", path.display()));
         return None;
     }
     Some(node_at(path))

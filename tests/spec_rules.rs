@@ -15,6 +15,8 @@ use map_by_device::plan::{plan, Plan, PlanError, StepFacts};
 use map_by_device::spec::Spec;
 use std::path::PathBuf;
 
+mod common;
+
 fn node(path: PathBuf) -> Node {
     Node::new(load::from_xml_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())), NodeOptions::default())
 }
@@ -27,7 +29,7 @@ fn turins() -> Vec<Node> {
     if real.exists() {
         v.push(node(real));
     } else {
-        println!("skipped: the real turin-4gpu-nvml.xml ({} is absent)", real.display());
+        common::skip_line(&format!("the real turin-4gpu-nvml.xml ({} is absent)", real.display()));
     }
     v
 }

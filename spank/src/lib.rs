@@ -119,6 +119,16 @@ export_spank_plugin!(
     ]
 );
 
+/// Slurm 25.05 and later: what a failing `slurm_spank_init` of this (required) plugin does.
+/// Without this symbol Slurm treats it as a node failure and drains the node; this plugin's
+/// failures are never the node's fault (its `init` fails only when Slurm cannot give it its
+/// context or register `--map-by-device`), so the job fails and the node stays up. Older
+/// releases have no such choice (docs/plugin.md, "Failures and the node").
+#[cfg(slurm_init_failure_mode)]
+#[no_mangle]
+pub static slurm_spank_init_failure_mode: std::os::raw::c_int =
+    slurm_spank::spank_sys::slurm_err_t_ESPANK_JOB_FAILURE as std::os::raw::c_int;
+
 /// Step ids above this are Slurm's own steps (batch script, extern, interactive), which are
 /// not the job's tasks: they are left alone, or the batch script would be bound like task 0
 /// and pass its variables on to every step it launches (`SLURM_MAX_NORMAL_STEP_ID`, slurm.h).
@@ -560,7 +570,7 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
     let tp = planned.task_plan(task).map_err(Refusal::Task)?;
     if planned.assigns_gpu(&tp) {
         let now = |name: &str| spank.getenv(name).ok().flatten();
-        if let Some(why) = step::slurm_gpu_binding(&planned.facts.env, now) {
+        if let Some(why) = step::slurm_gpu_binding(&planned.facts.env, planned.facts.ntasks, now) {
             // Slurm's per-task GPUs (--gpus-per-task=N gives task k the step's GPUs kN..kN+N-1)
             // are exactly the plan's (ndev=auto divides them the same way): nothing to refuse.
             if !planned.agrees_with_slurm(&tp, now("SLURM_STEP_GPUS").as_deref()) {

@@ -383,22 +383,28 @@ fn cores_cpus(topology: &Topology, list: &str) -> Result<CpuSet, String> {
 /// Whether Slurm bound GPUs to this task (`--gpu-bind`, or implied by `--gpus-per-task`,
 /// `--ntasks-per-gpu`, `--accel-bind=g`), judged in `task_init` by comparing the task's
 /// environment (`now`) with the step's as `user_init` saw it (docs/slurm-allocation.md §3):
-/// `SLURMD_TRES_BIND` appeared (or changed) with a `gpu:` binding other than `none`, or one
-/// of `env::slurm_gpu_variables` changed (Slurm rewrites them per task after
-/// `task_init_privileged`, before `task_init`). `gpu:none` is no binding, whatever it did to the variables.
-/// Returns what gave it away, for the message.
-pub fn slurm_gpu_binding(step_env: &BTreeMap<String, String>, now: impl Fn(&str) -> Option<String>) -> Option<String> {
+/// - one of `env::slurm_gpu_variables` changed: Slurm narrowed this task's GPUs (it rewrites
+///   them per task after `task_init_privileged`, before `task_init`; every release);
+/// - or, on a node running several of the step's tasks, `SLURMD_TRES_BIND` appeared (or
+///   changed) with a GPU binding other than `none`: `gpu:closest` up to 23.02,
+///   `gres/gpu:closest` from 23.11 on (`--gpu-bind` became `--tres-bind=gres/gpu:`), entries
+///   separated by `;` or `+`. A node's only task is left out of this rule: 22.05 and 24.11 set
+///   no `SLURMD_TRES_BIND` for it, 26.05 does, and none of them narrows its GPUs (then a
+///   variable would have changed), so the same request behaves the same on every release.
+///
+/// A `none` binding is no binding, whatever it did to the variables (22.05 unsets them,
+/// 24.11 and later keep them). Returns what gave it away, for the message.
+pub fn slurm_gpu_binding(
+    step_env: &BTreeMap<String, String>,
+    local_tasks: u32,
+    now: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
     if let Some(tres) = now("SLURMD_TRES_BIND").filter(|t| step_env.get("SLURMD_TRES_BIND") != Some(t)) {
-        let gpu: Vec<&str> = tres
-            .split(';')
-            .filter_map(|part| part.trim().strip_prefix("gpu:"))
-            .flat_map(|opts| opts.split(','))
-            .map(str::trim)
-            .collect();
+        let gpu = gpu_bind_options(&tres);
         if gpu.contains(&"none") {
             return None;
         }
-        if !gpu.is_empty() {
+        if !gpu.is_empty() && local_tasks > 1 {
             return Some(format!("SLURMD_TRES_BIND={tres}"));
         }
     }
@@ -409,6 +415,17 @@ pub fn slurm_gpu_binding(step_env: &BTreeMap<String, String>, now: impl Fn(&str)
             format!("{var} was {} for the step and is {} for this task", show(before), show(after))
         })
     })
+}
+
+/// The GPU binding options of a `SLURMD_TRES_BIND` value: `gpu:verbose,closest` (22.05) or
+/// `gres/gpu:closest` (23.11+) -> `["verbose", "closest"]`; other resources are ignored.
+fn gpu_bind_options(tres: &str) -> Vec<&str> {
+    tres.split([';', '+'])
+        .map(str::trim)
+        .filter_map(|part| part.strip_prefix("gres/").unwrap_or(part).strip_prefix("gpu:"))
+        .flat_map(|opts| opts.split(','))
+        .map(str::trim)
+        .collect()
 }
 
 /// Whether Slurm's gres/gpu plugin (`gres_gpu.so`) is loaded in this process. In slurmstepd
@@ -625,22 +642,47 @@ mod tests {
         };
         // Nothing changed: no binding.
         let same: &[(&str, &str)] = &[("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
-        assert_eq!(slurm_gpu_binding(&step, task(same)), None);
-        // --gpu-bind=closest on a node that runs several tasks.
+        assert_eq!(slurm_gpu_binding(&step, 2, task(same)), None);
+        // --gpu-bind=closest on a node that runs several tasks: 22.05's spelling, then 23.11's.
         let closest: &[(&str, &str)] =
             &[("SLURMD_TRES_BIND", "gpu:closest"), ("SLURM_STEP_GPUS", "0"), ("CUDA_VISIBLE_DEVICES", "0")];
-        assert_eq!(slurm_gpu_binding(&step, task(closest)).as_deref(), Some("SLURMD_TRES_BIND=gpu:closest"));
-        // --gpu-bind=none (also with verbose): no binding, even if Slurm unset the variables.
+        assert_eq!(slurm_gpu_binding(&step, 2, task(closest)).as_deref(), Some("SLURMD_TRES_BIND=gpu:closest"));
+        let gres: &[(&str, &str)] = &[("SLURMD_TRES_BIND", "gres/gpu:closest"), ("SLURM_STEP_GPUS", "0,1")];
+        assert_eq!(slurm_gpu_binding(&step, 2, task(gres)).as_deref(), Some("SLURMD_TRES_BIND=gres/gpu:closest"));
+        let per_task: &[(&str, &str)] = &[("SLURMD_TRES_BIND", "gres/gpu:per_task:1")];
+        assert!(slurm_gpu_binding(&step, 4, task(per_task)).is_some_and(|w| w.contains("per_task:1")));
+        // --gpu-bind=none (also with verbose): no binding, whether Slurm unset the variables
+        // (22.05) or kept them (24.11+).
         let none: &[(&str, &str)] = &[("SLURMD_TRES_BIND", "gpu:verbose,none")];
-        assert_eq!(slurm_gpu_binding(&step, task(none)), None);
+        assert_eq!(slurm_gpu_binding(&step, 2, task(none)), None);
+        let kept: &[(&str, &str)] =
+            &[("SLURMD_TRES_BIND", "gres/gpu:none"), ("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+        assert_eq!(slurm_gpu_binding(&step, 2, task(kept)), None);
+        // A node's only task: 26.05 sets SLURMD_TRES_BIND for it too, but its GPUs are the
+        // step's, so there is nothing to refuse; had Slurm narrowed them, that would show.
+        let only: &[(&str, &str)] =
+            &[("SLURMD_TRES_BIND", "gres/gpu:closest"), ("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+        assert_eq!(slurm_gpu_binding(&step, 1, task(only)), None);
+        let narrowed: &[(&str, &str)] =
+            &[("SLURMD_TRES_BIND", "gres/gpu:per_task:1"), ("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0")];
+        assert!(slurm_gpu_binding(&step, 1, task(narrowed)).is_some_and(|w| w.contains("CUDA_VISIBLE_DEVICES")));
         // --accel-bind=g: no SLURMD_TRES_BIND, but the task's GPUs changed.
         let accel: &[(&str, &str)] = &[("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "1")];
-        let why = slurm_gpu_binding(&step, task(accel)).unwrap();
+        let why = slurm_gpu_binding(&step, 2, task(accel)).unwrap();
         assert!(why.contains("CUDA_VISIBLE_DEVICES was \"0,1\" for the step and is \"1\""), "{why}");
         // A SLURMD_TRES_BIND inherited by a nested srun (already in the step) is not this step's.
         let nested = env(&[("SLURMD_TRES_BIND", "gpu:closest")]);
         let inherited: &[(&str, &str)] = &[("SLURMD_TRES_BIND", "gpu:closest")];
-        assert_eq!(slurm_gpu_binding(&nested, task(inherited)), None);
+        assert_eq!(slurm_gpu_binding(&nested, 2, task(inherited)), None);
+    }
+
+    #[test]
+    fn gpu_bind_options_of_every_release() {
+        assert_eq!(gpu_bind_options("gpu:verbose,closest"), ["verbose", "closest"]);
+        assert_eq!(gpu_bind_options("gres/gpu:closest"), ["closest"]);
+        assert_eq!(gpu_bind_options("gres/gpu:per_task:1"), ["per_task:1"]);
+        assert_eq!(gpu_bind_options("gres/nic:closest+gres/gpu:none"), ["none"]);
+        assert!(gpu_bind_options("gres/nic:closest").is_empty());
     }
 
     #[test]

@@ -5,13 +5,14 @@
 //! stdout), 1 `check` found the node not ready.
 
 use clap::{Args, Parser, Subcommand};
-use map_by_device::check::{self, CacheProbe, CheckInput, PluginEntry, PlugstackItem, Setup};
+use map_by_device::check::{self, CacheProbe, CheckInput, NodeSlurm, PluginEntry, PlugstackItem, Setup};
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::{Device, ZeHierarchy};
 use map_by_device::node::Node;
 use map_by_device::plan::{plan, StepFacts};
 use map_by_device::report;
+use map_by_device::slurm_release::{self, SlurmVersion};
 use map_by_device::spec::{Spec, Target};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -371,10 +372,12 @@ fn read_plugstack(path: &Path, depth: usize, found: &mut PlugstackFindings) {
         match item {
             PlugstackItem::Plugin(line) if check::is_this_plugin(&line.path) => {
                 let exists = Path::new(&line.path).is_absolute().then(|| Path::new(&line.path).is_file());
+                let built_for = (exists == Some(true)).then(|| plugin_version(Path::new(&line.path)));
                 found.entries.push(PluginEntry {
                     origin: format!("{} line {}", path.display(), line.line),
                     line,
                     exists,
+                    built_for,
                 });
             }
             PlugstackItem::Plugin(_) => {}
@@ -400,6 +403,45 @@ fn probe_cache(dir: &Path, plugin: Option<&Path>) -> CacheProbe {
     let identity = plugin.and_then(|p| map_by_device::cache::plugin_identity(p).ok());
     let outcome = map_by_device::cache::read(dir, identity.as_deref()).map(|c| c.description);
     CacheProbe { path: dir.join(check::CACHE_FILE_NAME), outcome }
+}
+
+/// The Slurm release a plugin file declares (its `plugin_version`, what Slurm compares). At
+/// most 64 MiB are read (the plugin is about 2 MB; a plugstack line may name anything).
+fn plugin_version(path: &Path) -> Result<SlurmVersion, String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(64 << 20).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    slurm_release::exported_u32(&bytes, "plugin_version").map(SlurmVersion).map_err(|e| e.to_string())
+}
+
+/// The Slurm release this node runs: what `slurmd -V` says (the daemon that loads the plugin),
+/// else, on a node without slurmd, the `plugin_version` of one of Slurm's own plugins in the
+/// directories of `plugin_paths` or Slurm's usual plugin directories (the installed release).
+fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
+    let slurmd = std::process::Command::new("slurmd").arg("-V").output();
+    if let Ok(out) = &slurmd {
+        if let Some(version) = SlurmVersion::from_version_output(&String::from_utf8_lossy(&out.stdout)) {
+            return Ok(NodeSlurm { version, source: "slurmd -V".into() });
+        }
+    }
+    let dirs = plugin_paths.iter().filter_map(|p| p.parent()).map(Path::to_path_buf).chain(
+        ["/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib64/slurm", "/usr/lib/slurm", "/usr/local/lib/slurm"]
+            .into_iter()
+            .map(PathBuf::from),
+    );
+    for dir in dirs {
+        // task/affinity is part of every Slurm build.
+        let own = dir.join("task_affinity.so");
+        if let Ok(version) = plugin_version(&own) {
+            return Ok(NodeSlurm { version, source: format!("plugin_version of {}", own.display()) });
+        }
+    }
+    Err(match slurmd {
+        Ok(out) => format!("slurmd -V printed {:?}", String::from_utf8_lossy(&out.stdout).trim()),
+        Err(e) => format!("no slurmd to ask ({e}) and no task_affinity.so in Slurm's plugin directories"),
+    })
 }
 
 /// `check`: resolves the settings as the plugin would, loads the node, and reports.
@@ -472,12 +514,20 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
         _ => None,
     };
     let node = node.map_err(|e| e.to_string());
+    let slurm = match &setup {
+        Setup::Configured { entries, .. } if !entries.is_empty() => {
+            let paths: Vec<&Path> = entries.iter().map(|e| Path::new(&e.line.path)).collect();
+            Some(node_slurm(&paths))
+        }
+        _ => None,
+    };
     let input = CheckInput {
         node: node.as_ref().map_err(Clone::clone),
         topology_source,
         setup,
         problems: found.problems,
         cache,
+        slurm,
     };
     let report = check::check(&input);
     Ok((report.text, report.ready))

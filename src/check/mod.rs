@@ -8,6 +8,9 @@
 //!   info key, or a kernel driver file), and if not, the refusal a user would get, with its fix;
 //! - whether the plugin is enabled (a `plugstack.conf` line) and its settings are valid;
 //! - whether the admin's `default=` maps on this node (planned for one task);
+//! - which Slurm release the installed plugin file was built for (its `plugin_version`), and
+//!   whether this node runs that release: Slurm loads a SPANK plugin only into its own
+//!   major.minor, so a node with another release refuses every srun ([`crate::slurm_release`]);
 //! - the topology-cache and GPU-allocation settings (`cache`, `cache_dir`,
 //!   `require_step_gpus`) and, for this machine, whether slurmd's cache file is there and
 //!   passes the checks the steps make ([`cache_state`]).
@@ -26,6 +29,7 @@
 
 mod findings;
 mod plugstack;
+mod release;
 mod render;
 
 pub use crate::config::CACHE_FILE_NAME;
@@ -50,6 +54,17 @@ pub struct CheckInput<'a> {
     /// What the caller saw of the topology cache on this machine; `None` when it did not look
     /// (a `--topology` preview of another node, settings without a cache, or no settings).
     pub cache: Option<CacheProbe>,
+    /// The Slurm release of this node, or why it is unknown; `None` when not looked for (no
+    /// plugstack line names the plugin).
+    pub slurm: Option<Result<NodeSlurm, String>>,
+}
+
+/// The Slurm release this node runs, and where that was read (`slurmd -V`, a Slurm plugin's
+/// `plugin_version`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSlurm {
+    pub version: crate::slurm_release::SlurmVersion,
+    pub source: String,
 }
 
 /// What the caller found when it read the topology cache on this machine the way a step
@@ -158,6 +173,9 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
     let mut problems = input.problems.clone();
     let mut notes = Vec::new();
     let config = findings::setup(&input.setup, &mut problems);
+    if let Setup::Configured { entries, .. } = &input.setup {
+        release::check(entries, input.slurm.as_ref(), &mut problems, &mut notes);
+    }
     let cache = findings::cache(input.cache.as_ref(), &mut notes);
     let mut report = CheckReport {
         host: None,
@@ -256,6 +274,7 @@ mod tests {
             setup: Setup::NotExamined,
             problems: vec![],
             cache: None,
+            slurm: None,
         };
         let r = check(&input);
         assert!(!r.ready);
@@ -293,6 +312,7 @@ mod tests {
             setup: Setup::Configured { entries: vec![], origin: "config file c".into(), config: Ok(Config::default()) },
             problems: vec![],
             cache: Some(probe(Err(crate::cache::Miss::Rejected("the directory is writable by others".into())))),
+            slurm: None,
         };
         let r = check(&input);
         assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);

@@ -77,6 +77,9 @@ pub struct PluginEntry {
     /// Whether the plugin file exists; `None` when the path is relative (resolved by Slurm
     /// against its `PluginDir`, which is not checked here).
     pub exists: Option<bool>,
+    /// The Slurm release the file declares (`plugin_version`), or why it could not be read;
+    /// `None` when the file was not read (missing, or a relative path).
+    pub built_for: Option<Result<crate::slurm_release::SlurmVersion, String>>,
 }
 
 /// What the caller found about the plugin's configuration.

@@ -2,7 +2,9 @@
 //! handed, the GPU names, the plugin's configuration and settings, the default, then the
 //! notes and the verdict.
 
-use super::{CacheState, CheckInput, CheckReport, DefaultOutcome, DeviceLine, GpuNaming, PartialStep, Setup};
+use super::{
+    CacheState, CheckInput, CheckReport, DefaultOutcome, DeviceLine, GpuNaming, NodeSlurm, PartialStep, Setup,
+};
 use crate::config::{Config, DEFAULT_CACHE_DIR, DEFAULT_PROC_ROOT, DEFAULT_SYS_ROOT};
 use crate::device::DeviceClass;
 use crate::spec::Spec;
@@ -19,7 +21,7 @@ pub(super) fn report(r: &CheckReport, input: &CheckInput<'_>) -> String {
         gpus(&mut out, r);
     }
     let _ = writeln!(out, "\nPlugin configuration:");
-    setup(&mut out, r, &input.setup);
+    setup(&mut out, r, &input.setup, input.slurm.as_ref());
     default(&mut out, &r.default);
     verdict(&mut out, r);
     out
@@ -86,7 +88,7 @@ fn gpus(out: &mut String, r: &CheckReport) {
     }
 }
 
-fn setup(out: &mut String, r: &CheckReport, setup: &Setup) {
+fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result<NodeSlurm, String>>) {
     let (entries, origin, config) = match setup {
         Setup::NotExamined => {
             let _ = writeln!(out, "  not examined (give --plugstack FILE or --config FILE to check one)");
@@ -112,6 +114,18 @@ fn setup(out: &mut String, r: &CheckReport, setup: &Setup) {
             },
             if e.line.args.is_empty() { String::new() } else { format!(" {}", e.line.args.join(" ")) }
         );
+        if let Some(Ok(built)) = &e.built_for {
+            let _ = writeln!(out, "    built for Slurm {} ({built})", built.series());
+        }
+    }
+    match slurm {
+        Some(Ok(node)) => {
+            let _ = writeln!(out, "  Slurm on this node: {} ({})", node.version, node.source);
+        }
+        Some(Err(why)) => {
+            let _ = writeln!(out, "  Slurm on this node: unknown ({why})");
+        }
+        None => {}
     }
     match config {
         Ok(c) => {

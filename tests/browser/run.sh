@@ -14,7 +14,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$ROOT/tests/e2e/lib.sh"
 cd "$ROOT" || exit 1
 
-if ! e2e_install_packages || ! e2e_ensure_rust; then
+if ! e2e_install_packages chromium || ! e2e_ensure_rust; then
     echo "browser: FAIL setup: the test packages (chromium) or Rust could not be installed"
     echo "0 passed, 1 failed"
     exit 1

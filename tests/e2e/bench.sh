@@ -5,28 +5,41 @@
 #
 #   empty      no plugin at all (the reference)
 #   unused     the plugin loaded, no default, the job gives no spec
-#   live       a soft admin default (default=gpu) with live discovery, read from slurmd's
-#              topology cache (written once when slurmd started): every step maps this
-#              machine, finds no GPU here, and runs unmapped
-#   nocache    the same with `cache = false`: every step runs hwloc's discovery itself
+#   cache      live discovery read from slurmd's topology cache (written once when slurmd
+#              started), --map-by-device=network:shared: a real mapping of this machine's
+#              network adapter (each task bound and given its variables)
 #   fixture    topology=topologies/e2e-2gpu.xml, --map-by-device=gpu:shared: a real mapping
 #              (each task bound and given its GPU's variables)
+# and with E2E_BENCH_ALL=1 also (docs/plugin.md, "Cost"):
+#   live       a soft admin default (default=gpu) from the same cache: every step plans this
+#              machine, finds no GPU here, and runs unmapped
+#   nocache    the same with `cache = false`: every step runs hwloc's discovery itself
 #
-# for N = 8 and N = 1, then prints medians and their ratios to "empty". Targets (issue 3):
-# unused <= 1.02, mapping <= 1.05; the per-task cost must not grow with N (compare the
-# added milliseconds at N=1 and N=8).
+# for N = 8 and N = 1, then prints medians and their ratios to "empty", and the median of the
+# per-round ratios (each round times every setting back to back, in a new random order, so
+# load that comes and goes on a shared machine hits a round's settings alike and no setting
+# always runs right after the same other one). The checks, in scripts/test-all.sh's
+# convention ("N passed, N failed"): mapping from the cache within 1.03 of an empty plugstack
+# at N=1 and N=8 (per-round ratios; close to the bound, up to two more batches of rounds are
+# run and all rounds judged together, so that one noisy batch on a shared machine does not
+# decide it). Also printed: unused (target 1.02) and topology= (1.05),
+# and the added milliseconds at N=1 and N=8 (the per-task cost must not grow with N). The
+# line "bench: ratios ..." is what .ci/run shows per release.
 #
-#   tests/e2e/bench.sh                 # 30 rounds
-#   E2E_BENCH_ROUNDS=60 tests/e2e/bench.sh
+#   tests/e2e/bench.sh                 # 60 rounds
+#   E2E_BENCH_ROUNDS=120 tests/e2e/bench.sh
 
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/e2e/lib.sh
 source "$HERE/lib.sh"
 
-ROUNDS=${E2E_BENCH_ROUNDS:-30}
+ROUNDS=${E2E_BENCH_ROUNDS:-60}
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
-CONFIGS=(empty unused live nocache fixture)
+CONFIGS=(empty unused cache fixture)
+[[ ${E2E_BENCH_ALL:-0} == 1 ]] && CONFIGS+=(live nocache)
+# The cache path's bound, as a ratio to an empty plugstack.
+CACHE_LIMIT=1.03
 
 [[ $(id -u) == 0 ]] || { echo "bench.sh starts slurmd and slurmctld: run it as root" >&2; exit 1; }
 e2e_install_packages || exit 1
@@ -45,12 +58,16 @@ set_plugstack "config=$CACHE_CONF"
 # 64 CPUs declared, so that a step never waits for the previous job's CPUs to be released.
 E2E_DECLARED_CPUS=64 cluster_start affinity || { e2e_dump_logs; exit 1; }
 [[ -f $E2E_DIR/cache/topology.json ]] || { echo "slurmd wrote no topology cache" >&2; e2e_dump_logs; exit 1; }
+# The cache setting maps this machine's network adapter: it must have one hwloc sees.
+(cd "$E2E_ROOT" && cargo run --quiet --bin map-by-device -- devices 2>/dev/null) | grep -q '^network ' ||
+    { echo "no network device found live (is libhwloc-plugins installed?): the cache mapping cannot be timed"; echo "0 passed, 1 failed"; exit 1; }
 
 # configure NAME: plugstack.conf and the srun option for one setting (in OPT).
 configure() {
     case $1 in
         empty) set_plugstack_empty; OPT=() ;;
         unused) set_plugstack ""; OPT=() ;;
+        cache) set_plugstack "config=$CACHE_CONF"; OPT=(--map-by-device=network:shared) ;;
         live) set_plugstack "config=$CACHE_CONF default=gpu"; OPT=() ;;
         nocache) set_plugstack "config=$NOCACHE_CONF default=gpu"; OPT=() ;;
         fixture) set_plugstack "topology=$FIX"; OPT=(--map-by-device=gpu:shared) ;;
@@ -67,39 +84,96 @@ timed() {
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print int((a[NR/2]+a[NR/2+1])/2)}'; }
+median_real() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) printf "%.3f", a[(NR+1)/2]; else printf "%.3f", (a[NR/2]+a[NR/2+1])/2}'; }
 
-declare -A SAMPLES=()
+declare -A SAMPLES=() RATIOS=()
 # Warm up every setting once (page cache, first dlopen of the plugin and hwloc).
 for c in "${CONFIGS[@]}"; do
     configure "$c"
     timed -n 8 "${OPT[@]}" >/dev/null
 done
-e2e_log "running $ROUNDS interleaved rounds of srun -n 8 and -n 1 for: ${CONFIGS[*]}"
-for ((r = 1; r <= ROUNDS; r++)); do
-    for n in 8 1; do
-        for c in "${CONFIGS[@]}"; do
-            configure "$c"
-            SAMPLES[$c.$n]+="$(timed -n "$n" "${OPT[@]}") "
+# rounds COUNT: COUNT more rounds of every setting at N=8 and N=1.
+rounds() {
+    local r n c
+    for ((r = 1; r <= $1; r++)); do
+        for n in 8 1; do
+            declare -A round=()
+            for c in $(printf '%s\n' "${CONFIGS[@]}" | shuf); do
+                configure "$c"
+                round[$c]=$(timed -n "$n" "${OPT[@]}")
+                SAMPLES[$c.$n]+="${round[$c]} "
+            done
+            for c in "${CONFIGS[@]}"; do
+                RATIOS[$c.$n]+="$(awk "BEGIN {printf \"%.4f\", ${round[$c]} / ${round[empty]}}") "
+            done
         done
+        DONE=$((DONE + 1))
     done
-done
+}
 
-declare -A MED=()
-for key in "${!SAMPLES[@]}"; do
-    MED[$key]=$(tr ' ' '\n' <<<"${SAMPLES[$key]}" | grep . | median)
+declare -A MED=() RMED=()
+summarise() {
+    local key
+    for key in "${!SAMPLES[@]}"; do
+        MED[$key]=$(tr ' ' '\n' <<<"${SAMPLES[$key]}" | grep . | median)
+        RMED[$key]=$(tr ' ' '\n' <<<"${RATIOS[$key]}" | grep . | median_real)
+    done
+}
+
+# Whether the cache mapping is over its bound at N=1 or N=8.
+over_limit() {
+    awk "BEGIN {exit !(${RMED[cache.1]} > $CACHE_LIMIT || ${RMED[cache.8]} > $CACHE_LIMIT)}"
+}
+
+# quiet_enough: on a shared machine, wait (up to 2 minutes) until the 1-minute load average
+# is below the CPU count, so that a batch of rounds measures the plugin rather than someone
+# else's compile job; the load is printed either way.
+quiet_enough() {
+    local i load
+    for ((i = 0; i < 24; i++)); do
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        awk "BEGIN {exit !($load < $(nproc))}" && return 0
+        ((i == 0)) && e2e_log "load average $load on $(nproc) CPUs: waiting up to 2 minutes for it to drop"
+        sleep 5
+    done
+    e2e_log "load average still $load: measuring anyway"
+}
+
+DONE=0
+LOADS=()
+e2e_log "running $ROUNDS interleaved rounds of srun -n 8 and -n 1 for: ${CONFIGS[*]}"
+quiet_enough
+LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
+rounds "$ROUNDS"
+LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
+summarise
+# Close to the bound on a busy machine, one batch can land on either side: up to two more
+# batches, judged on all rounds together (a real cost stays over the bound).
+for extra in 1 2; do
+    over_limit || break
+    e2e_log "cache ratios ${RMED[cache.1]}/${RMED[cache.8]} over $CACHE_LIMIT after $DONE rounds: $ROUNDS more (batch $((extra + 1)) of 3)"
+    quiet_enough
+    LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
+    rounds "$ROUNDS"
+    LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
+    summarise
 done
+e2e_log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+ROUNDS=$DONE
 
 echo
 printf 'srun -n N true, median of %d interleaved rounds (Slurm %s, %d CPUs, plugin %s)\n' \
-    "$ROUNDS" "$(srun --version | awk '{print $2}')" "$(nproc)" "$(basename "$E2E_PLUGIN")"
-printf '%-10s %12s %8s %10s %12s %8s %10s\n' setting "N=8 median" ratio "added" "N=1 median" ratio "added"
+    "$ROUNDS" "$(srun --version | awk '{print $NF}')" "$(nproc)" "$(basename "$E2E_PLUGIN")"
+printf '%-10s %12s %8s %10s %8s %12s %8s %10s %8s\n' setting "N=8 median" ratio "added" "rounds" "N=1 median" ratio \
+    "added" "rounds"
 for c in "${CONFIGS[@]}"; do
-    printf '%-10s %10.1fms %8.3f %8.1fms %10.1fms %8.3f %8.1fms\n' "$c" \
+    printf '%-10s %10.1fms %8.3f %8.1fms %8s %10.1fms %8.3f %8.1fms %8s\n' "$c" \
         "$(awk "BEGIN {print ${MED[$c.8]} / 1000}")" "$(awk "BEGIN {print ${MED[$c.8]} / ${MED[empty.8]}}")" \
-        "$(awk "BEGIN {print (${MED[$c.8]} - ${MED[empty.8]}) / 1000}")" \
+        "$(awk "BEGIN {print (${MED[$c.8]} - ${MED[empty.8]}) / 1000}")" "${RMED[$c.8]}" \
         "$(awk "BEGIN {print ${MED[$c.1]} / 1000}")" "$(awk "BEGIN {print ${MED[$c.1]} / ${MED[empty.1]}}")" \
-        "$(awk "BEGIN {print (${MED[$c.1]} - ${MED[empty.1]}) / 1000}")"
+        "$(awk "BEGIN {print (${MED[$c.1]} - ${MED[empty.1]}) / 1000}")" "${RMED[$c.1]}"
 done
+echo "(ratio: of the medians; rounds: median of the per-round ratios, what the checks use)"
 echo
 echo "planning cost per step in slurmstepd (user_init, from slurmd.log, ms):"
 grep -o 'map-by-device: \(planned\|refused\) .* in [0-9.]* ms; [^;]*' "$E2E_DIR/log/slurmd.log" |
@@ -107,4 +181,27 @@ grep -o 'map-by-device: \(planned\|refused\) .* in [0-9.]* ms; [^;]*' "$E2E_DIR/
     awk '{ms = $1; $1 = ""
           k = ($0 ~ /slurmd.s cache/) ? "live, from the cache" : ($0 ~ /live discovery/) ? "live, discovered" : "topology= fixture"
           n[k]++; s[k] += ms}
-         END {for (k in n) printf "  %-22s %4d steps, mean %.1f ms\n", k, n[k], s[k] / n[k]}'
+         END {for (k in n) printf "  %-22s %4d steps, mean %.1f ms (a busy machine shows in the mean)\n", k, n[k], s[k] / n[k]}'
+
+echo
+printf 'bench: ratios to an empty plugstack at N=1/N=8 (median per round, %d rounds, Slurm %s, load %s): unused %s/%s, cache %s/%s, topology= %s/%s\n' \
+    "$ROUNDS" "$(srun --version | awk '{print $NF}')" "${LOADS[*]}" "${RMED[unused.1]}" "${RMED[unused.8]}" \
+    "${RMED[cache.1]}" "${RMED[cache.8]}" "${RMED[fixture.1]}" "${RMED[fixture.8]}"
+passed=0 failed=0
+# A bound missed while the machine ran more than one runnable process per CPU (someone else's
+# build or fuzzer) says more about the machine than about the plugin: that is reported as a
+# skip, with the load, never as a pass.
+max_load=$(printf '%s\n' "${LOADS[@]}" | sort -g | tail -n 1)
+for n in 1 8; do
+    if awk "BEGIN {exit !(${RMED[cache.$n]} <= $CACHE_LIMIT)}"; then
+        echo "ok    mapping from the cache at N=$n: ${RMED[cache.$n]} <= $CACHE_LIMIT"
+        passed=$((passed + 1))
+    elif awk "BEGIN {exit !($max_load > $(nproc))}"; then
+        echo "skipped: mapping from the cache at N=$n: ${RMED[cache.$n]} > $CACHE_LIMIT, measured while the load average reached $max_load on $(nproc) CPUs (rerun on a quiet machine)"
+    else
+        echo "FAIL  mapping from the cache at N=$n: ${RMED[cache.$n]} > $CACHE_LIMIT (load average at most $max_load)"
+        failed=$((failed + 1))
+    fi
+done
+echo "$passed passed, $failed failed"
+((failed == 0))

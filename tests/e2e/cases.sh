@@ -87,12 +87,24 @@ line() { # TASK CPUS CUDA NCCL UCX
 # Number of jobs slurmctld knows (any state), to prove a refusal created none.
 job_count() { squeue -h -t all -o %i 2>/dev/null | wc -l; }
 
-# run_case NAME FUNCTION: one line per case; the function's output only when it fails.
+# node_up: the node is still in service (a refusal fails the job or the step, never the node):
+# not drained, down or failing, as slurmctld sees it after the case.
+node_up() {
+    local state
+    state=$(sinfo -h -n "$E2E_NODE" -o '%T' 2>&1)
+    [[ -n $state && $state != *drain* && $state != *down* && $state != *fail* && $state != *DRAIN* ]] && return 0
+    echo "node $E2E_NODE is $state after the case: $(sinfo -h -n "$E2E_NODE" -o '%E' 2>&1)"
+    scontrol update nodename="$E2E_NODE" state=resume >/dev/null 2>&1 || true
+    return 1
+}
+
+# run_case NAME FUNCTION: one line per case; the function's output only when it fails. Every
+# case also checks that the node is still in service afterwards (node_up).
 run_case() {
     local name=$1 fn=$2 out t0 tenths
     out=$(mktemp)
     t0=$(date +%s%N)
-    if "$fn" >"$out" 2>&1; then
+    if "$fn" >"$out" 2>&1 && node_up >>"$out" 2>&1; then
         PASSED=$((PASSED + 1))
         tenths=$((($(date +%s%N) - t0) / 100000000))
         printf 'ok    %-78s %4d.%ds\n' "$name" $((tenths / 10)) $((tenths % 10))
@@ -204,6 +216,16 @@ cases_fixtures() {
     # Unbound tasks get slurmd's CPUs: this machine's, as this shell sees them.
     ALL_CPUS=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
     UNMAPPED_LINES=$(line 0 "$ALL_CPUS" - - -; line 1 "$ALL_CPUS" - - -)
+    # What differs between the Slurm releases (docs/admin-guide.md, "Slurm releases").
+    SLURM_VERSION=$(slurmd -V | awk '{print $NF}')
+    if [[ $(printf '%s\n%s\n' 23.11 "$SLURM_VERSION" | sort -V | head -n1) == 23.11 ]]; then
+        TRES_GPU=gres/gpu: # 23.11 made --gpu-bind an alias of --tres-bind=gres/gpu:
+        NONE_STEP_GPUS=0,1 # --gpu-bind=none keeps SLURM_STEP_GPUS (measured on 24.11 and 26.05)
+    else
+        TRES_GPU=gpu:
+        NONE_STEP_GPUS=- # 22.05 unsets it in each task
+    fi
+    NOTES+=("Slurm $SLURM_VERSION: GPU binding spelled ${TRES_GPU}..., --gpu-bind=none leaves SLURM_STEP_GPUS=$NONE_STEP_GPUS")
     LIVE_DEVICES=$(cd "$E2E_ROOT" && cargo run --quiet --bin map-by-device -- devices 2>/dev/null)
     LIVE_GPUS=$(grep -c '^gpu ' <<<"$LIVE_DEVICES")
     LIVE_NET=$(grep -c '^network ' <<<"$LIVE_DEVICES")

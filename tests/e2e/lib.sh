@@ -2,7 +2,7 @@
 # A private single-node Slurm on localhost, for the end-to-end suite (run.sh), the benchmark
 # (bench.sh) and the demo (scripts/demo.sh). Source this file, then:
 #
-#   e2e_install_packages            # Debian packages, if missing (root)
+#   e2e_install_packages [PKG...]   # Debian packages (E2E_PACKAGES and PKG...), if missing (root)
 #   e2e_build_plugin                # cargo build --release -p map-by-device-spank
 #   e2e_init                        # private directory, ports, munge key
 #   cluster_start affinity|cgroup   # munged, slurmctld, slurmd -N node1; waits for idle
@@ -18,19 +18,25 @@
 # Layout: $E2E_DIR/{etc,munge,log,state,spool,lib,work}
 
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# libhwloc-plugins: hwloc's PCI component, and its gl component that the security cases
-# prove is never run; python3: their fake X server; chromium: the pictures' browser test.
-E2E_PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libclang-dev libhwloc-dev libhwloc-plugins libudev-dev pkg-config jq python3 chromium)
+# What building the plugin and running a local Slurm need on a minimal Debian 12, 13 or sid
+# (debootstrap --variant=minbase): .ci/run proves the list from fresh roots. libhwloc-plugins
+# holds hwloc's PCI discovery on Debian (without it a live node shows no GPU or adapter), its
+# gl component that the security cases prove is never run, and its libxml2 importer (the
+# fixtures do not need it: they load with hwloc's own parser too); python3: the security
+# cases' fake X server. (tests/browser/run.sh adds chromium for the pictures' browser test.)
+E2E_PACKAGES=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev libclang-dev libhwloc-dev
+    libhwloc-plugins libudev-dev pkg-config build-essential ca-certificates jq hostname python3)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""
 
 e2e_log() { printf 'e2e: %s\n' "$*" >&2; }
 
-# Installs the Debian packages the plugin's build and the cluster need, if any is missing.
+# Installs the Debian packages the plugin's build and the cluster need, and the extra ones
+# given as arguments, if any is missing.
 e2e_install_packages() {
     local missing=() p
-    for p in "${E2E_PACKAGES[@]}"; do
+    for p in "${E2E_PACKAGES[@]}" "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     ((${#missing[@]} == 0)) && return 0
@@ -224,7 +230,8 @@ EOF
     chmod 644 "$E2E_DIR/etc/slurm.conf" "$E2E_DIR/etc/cgroup.conf" "$E2E_DIR/etc/gres.conf"
 }
 
-# Whether cgroup mode can run here (Slurm 22.05's cgroup/v1 needs the v1 cpuset hierarchy).
+# Whether cgroup mode can run here (Slurm's cgroup/v1 needs the v1 cpuset hierarchy; cgroup/v2
+# cannot run on a hybrid hierarchy, and the plugin's v2 path is unit-tested only).
 e2e_cgroup_v1_available() {
     grep -qs ' /sys/fs/cgroup/cpuset cgroup ' /proc/mounts &&
         grep -qs ' /sys/fs/cgroup/freezer cgroup ' /proc/mounts

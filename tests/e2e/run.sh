@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: the plugin on a real single-node Slurm 22.05 that this script starts on
+# End-to-end suite: the plugin on a real single-node Slurm (22.05, 24.11 or 26.05: Debian's) that this script starts on
 # localhost (tests/e2e/lib.sh), driven with real srun/sbatch/salloc, checked from inside the
 # tasks (Cpus_allowed_list in /proc/self/status, env).
 #
@@ -574,7 +574,7 @@ c_gres_gpu_bind() {
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
     local fix="drop --gpu-bind or use --gpu-bind=none, or drop --map-by-device"
     gres_probe -n 2 --gres=gpu:2 --gpu-bind=closest --map-by-device=gpu
-    expect_rc 1 && expect_err "cannot be combined with Slurm's GPU binding (SLURMD_TRES_BIND=gpu:closest" &&
+    expect_rc 1 && expect_err "cannot be combined with Slurm's GPU binding (SLURMD_TRES_BIND=${TRES_GPU}closest" &&
         expect_err "$fix" || return 1
     [[ $(grep -c "cannot be combined" <<<"$ERR") == 1 ]] || { echo "refusal not reported exactly once"; show; return 1; }
     # --gpus-per-task=N: Slurm gives task k the step's GPUs kN..kN+N-1 itself. A plan that
@@ -590,10 +590,10 @@ c_gres_gpu_bind() {
     expect_rc 0 && expect_out "$(gline 0 0-1 0-1 0,1 "${GRES_UUID[0]},${GRES_UUID[1]}")" || return 1
     gres_probe -n 2 --gpus-per-task=1 --map-by-device=65:00.0:shared:overload
     expect_rc 1 && expect_err "per_task:1" && expect_err "$fix" || return 1
-    # --gpu-bind=none: no Slurm binding, the plugin maps (Slurm unset the step's GPU list in
-    # the tasks, the plugin names each task's GPU).
+    # --gpu-bind=none: no Slurm binding, the plugin maps and names each task's GPU. Slurm
+    # 22.05 unsets the step's GPU list in the tasks, 24.11 and later keep it.
     gres_probe -n 2 --gres=gpu:2 --gpu-bind=none --map-by-device=gpu
-    expect_rc 0 && expect_out "$(gline 0 0 0-1 - "${GRES_UUID[0]}"; gline 1 1 0-1 - "${GRES_UUID[1]}")" || return 1
+    expect_rc 0 && expect_out "$(gline 0 0 0-1 "$NONE_STEP_GPUS" "${GRES_UUID[0]}"; gline 1 1 0-1 "$NONE_STEP_GPUS" "${GRES_UUID[1]}")" || return 1
     # One task per node: Slurm binds nothing, so nothing to refuse.
     gres_probe -n 1 --gres=gpu:2 --gpu-bind=closest --map-by-device=gpu
     expect_rc 0 && inside_step && expect_out "$(gline 0 0 0 0,1 "${GRES_UUID[0]}")" || return 1
@@ -608,7 +608,7 @@ c_gres_gpu_bind_default() {
     # The admin's default steps aside for Slurm's binding: Slurm's variables stay.
     gres_probe -n 2 --gres=gpu:2 --gpu-bind=closest
     expect_rc 0 && expect_no_err "map-by-device" && expect_out "$(gline 0 0 0-1 0,1 0,1; gline 1 1 0-1 0,1 0,1)" || return 1
-    grep -q "default not applied, Slurm binds the GPUs of this step (SLURMD_TRES_BIND=gpu:closest)" "$E2E_DIR/log/slurmd.log" ||
+    grep -qF "default not applied, Slurm binds the GPUs of this step (SLURMD_TRES_BIND=${TRES_GPU}closest)" "$E2E_DIR/log/slurmd.log" ||
         { echo "slurmd.log lacks the debug line for the default stepping aside"; return 1; }
     # Without --gpu-bind the default maps.
     gres_probe -n 2 --gres=gpu:2
@@ -716,14 +716,41 @@ c_cache_tampered() {
     log_has "cache $CACHE_FILE not used: no running slurmd holds it" && log_has "discovering the node live"
 }
 
+# symbol_int FILE SYMBOL: the 4-byte integer an exported data symbol of FILE holds (readelf's
+# section table maps its address to a file offset).
+symbol_int() {
+    local file=$1 sym=$2 addr name type saddr soff ssize _
+    addr=$(nm -D --defined-only "$file" | awk -v s="$sym" '$3 == s {print $1}')
+    [[ -n $addr ]] || return 1
+    # "  [NN] NAME TYPE ADDRESS OFFSET SIZE ...", hexadecimal without 0x.
+    while read -r name type saddr soff ssize _; do
+        [[ $type != NOBITS && $saddr =~ ^[0-9a-f]+$ && $soff =~ ^[0-9a-f]+$ && $ssize =~ ^[0-9a-f]+$ ]] || continue
+        if ((16#$saddr > 0 && 16#$addr >= 16#$saddr && 16#$addr < 16#$saddr + 16#$ssize)); then
+            od -An -t d4 -j $((16#$addr - 16#$saddr + 16#$soff)) -N 4 "$file" | tr -d ' '
+            return 0
+        fi
+    done < <(readelf -SW "$file" | sed -n 's/^ *\[ *[0-9]*\] //p')
+    return 1
+}
+
 c_no_spank_job_scripts() {
     # slurmd loaded the plugin at its start. A plugin that exports slurm_spank_job_prolog or
     # _epilog makes slurmd run "slurmstepd spank prolog/epilog" for every job (about 20 ms
     # each, and the job's CPUs are held until the epilog ends): this one exports neither.
-    local syms
+    # From Slurm 25.05 on it also says that a failing init fails the job, not the node.
+    local syms want="slurm_spank_init slurm_spank_init_post_opt slurm_spank_slurmd_exit slurm_spank_task_init slurm_spank_user_init "
     syms=$(nm -D --defined-only "$E2E_PLUGIN" | awk '{print $3}' | grep '^slurm_spank_' | sort | tr '\n' ' ')
-    [[ $syms == "slurm_spank_init slurm_spank_init_post_opt slurm_spank_slurmd_exit slurm_spank_task_init slurm_spank_user_init " ]] ||
-        { echo "unexpected hooks exported: $syms"; return 1; }
+    if grep -q slurm_spank_init_failure_mode /usr/include/slurm/spank.h; then
+        want="slurm_spank_init slurm_spank_init_failure_mode ${want#slurm_spank_init }"
+        local mode job_failure
+        mode=$(symbol_int "$E2E_PLUGIN" slurm_spank_init_failure_mode)
+        # ESPANK_JOB_FAILURE: the enumerator after ESPANK_NODE_FAILURE in slurm_errno.h.
+        job_failure=$(awk '/ESPANK_ERROR *=/ {gsub(/[^0-9]/, "", $3); n = $3; on = 1; next}
+            on && /ESPANK_/ {n++; if ($1 ~ /^ESPANK_JOB_FAILURE/) {print n; exit}}' /usr/include/slurm/slurm_errno.h)
+        [[ -n $mode && $mode == "$job_failure" ]] ||
+            { echo "slurm_spank_init_failure_mode is '$mode', expected ESPANK_JOB_FAILURE ($job_failure)"; return 1; }
+    fi
+    [[ $syms == "$want" ]] || { echo "unexpected hooks exported: $syms (expected: $want)"; return 1; }
     cache_step
     run srun -n 1 true
     if grep -q "calling .*slurmstepd spank" "$E2E_DIR/log/slurmd.log"; then
@@ -1048,7 +1075,7 @@ CACHE_CASES=(
     "cache: slurmd writes it at its start, steps (root and nobody) use it|c_cache_used"
     "cache: a writable, foreign-owned, or unlocked cache is ignored|c_cache_tampered"
     "cache: a restarted slurmd rewrites it, a stopped one removes it|c_cache_slurmd_restart"
-    "slurmd runs no spank prolog/epilog per job for the plugin|c_no_spank_job_scripts"
+    "slurmd runs no spank prolog/epilog per job for the plugin; 25.05+: init failures are the job's|c_no_spank_job_scripts"
 )
 
 # task/affinity, real layout, live discovery; unprivileged users try to steer or stall root.

@@ -1,13 +1,21 @@
 # Sourced by the package tests: `check DESCRIPTION COMMAND...` runs COMMAND, prints
-# "ok   DESCRIPTION" or "FAIL DESCRIPTION", and remembers a failure in $fail.
+# "ok   DESCRIPTION" or "FAIL DESCRIPTION", and remembers a failure in $fail; `checks_done`
+# prints the counts in scripts/test-all.sh's convention ("N passed, N failed").
 fail=0
+passed=0
+failed=0
 check() {
     local what=$1
     shift
     if "$@"; then
         echo "ok   $what"
+        passed=$((passed + 1))
     else
         echo "FAIL $what"
         fail=1
+        failed=$((failed + 1))
     fi
+}
+checks_done() {
+    echo "$passed passed, $failed failed"
 }

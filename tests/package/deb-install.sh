@@ -21,6 +21,8 @@ source "$repo/tests/e2e/lib.sh"
 source "$repo/tests/package/check.sh"
 die() {
     echo "deb-install: $*" >&2
+    failed=$((failed + 1))
+    checks_done
     exit 1
 }
 
@@ -60,6 +62,13 @@ trap cleanup EXIT
 depends=$(dpkg-deb -f "$deb" Depends)
 slurm_deb=$("$repo/packaging/slurm-info.sh" deb-version)
 slurm_next=$("$repo/packaging/slurm-info.sh" next-series)
+slurm_series=$("$repo/packaging/slurm-info.sh" series)
+echo "deb-install: Depends: $depends"
+check "the file name names the Slurm release (+slurm$slurm_series)" \
+    bash -c '[[ $1 == map-by-device_*+slurm${2}_*.deb ]]' _ "$(basename "$deb")" "$slurm_series"
+check "the version names the Slurm release" \
+    bash -c '[[ $1 == *+slurm$2 ]]' _ "$(dpkg-deb -f "$deb" Version)" "$slurm_series"
+check "the description says which Slurm release" grep -qF "This build is for Slurm $slurm_series" <<<"$(dpkg-deb -f "$deb" Description)"
 check "Depends on the Slurm it was built against ($slurm_deb)" \
     grep -qF "slurm-wlm-basic-plugins (>= $slurm_deb)" <<<"$depends"
 check "Depends on nothing past that Slurm release (<< $slurm_next~)" \
@@ -103,6 +112,8 @@ out=$(map-by-device check)
 status=$?
 check "map-by-device check (SLURM_CONF's plugstack, its includes): ready, exit 0" \
     bash -c '[[ $1 == 0 && $2 == *"Ready: yes"* && $2 == *"(present)"* ]]' _ "$status" "$out"
+check "check names the release the plugin was built for and this node's (slurmd -V)" \
+    bash -c '[[ $1 == *"    built for Slurm $2 ("* && $1 == *"  Slurm on this node: $2."*"(slurmd -V)"* ]]' _ "$out" "$slurm_series"
 ((status == 0)) || printf "     %s\n" "${out//$'\n'/$'\n     '}"
 check "srun --help lists --map-by-device" bash -c 'srun --help 2>&1 | grep -q -- "--map-by-device"'
 
@@ -138,4 +149,5 @@ check "purged: the (edited) snippet is gone" test ! -e "$snippet"
 check "Slurm's own plugstack.conf is untouched" grep -qx 'include /etc/slurm/plugstack.conf.d/\*.conf' /etc/slurm/plugstack.conf
 
 ((fail == 0)) && echo "deb-install: all checks passed" || echo "deb-install: FAILED"
+checks_done
 exit "$fail"

@@ -29,6 +29,8 @@ import sys
 GEN_DIR = os.path.dirname(os.path.abspath(__file__))
 TOPO_DIR = os.path.dirname(GEN_DIR)
 README = os.path.join(TOPO_DIR, "README.md")
+# Fixtures only the end-to-end suite reads (not shipped, not in the golden or picture tests).
+E2E_FIXTURE_DIR = os.path.join(os.path.dirname(TOPO_DIR), "tests", "e2e", "fixtures")
 
 HWLOC_VERSION_INFO = "2.9.0"  # the hwloc whose XML export these files imitate
 
@@ -274,16 +276,21 @@ def pci_names(vendor, device):
 
 
 class Topology:
-    def __init__(self, name, root, distances=(), compact_facts=False):
+    def __init__(self, name, root, distances=(), compact_facts=False, out_dir=TOPO_DIR):
         self.name = name
         self.root = root
         self.distances = list(distances)  # (name, kind, [os indexes], matrix)
         self.compact_facts = compact_facts
+        self.out_dir = out_dir
         finalize(self)
 
     @property
     def filename(self):
         return self.name + ".xml"
+
+    @property
+    def path(self):
+        return os.path.join(self.out_dir, self.filename)
 
     def devices(self):
         """PCI functions with OS devices, in PCI bus order."""
@@ -978,22 +985,30 @@ def fx_drm_only():
     return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
 
 
-def _e2e(fx, vendor_ids):
+def _e2e_devices(fx, p, gbus, hbus, ofa, net, last, vendor_ids):
+    """Package p's GPU and HCA of the e2e fixtures, behind one host bridge. `fx` seeds the
+    identities (the SNC variant reuses e2e-2gpu's, so the e2e suite expects the same UUIDs)."""
     g4 = link_speed(4, 16)
-    layout = [(0, "0000:17:00.0", "0000:18:00.0", "mlx5_0", "ib0", 0x30),
+    if vendor_ids:
+        gpu = nvidia_gpu(fx, gbus, "a100pcie", index=p, drm=(p + 1, 128 + p, False), speed=g4)
+    else:
+        gpu = nvidia_gpu(fx, gbus, "a100pcie", drm=(p + 1, 128 + p, False), cuda=False,
+                         nvml=False, speed=g4)
+    hca = mlx_ib_hca(hbus, net, ofa, "9c:63:c0:4d:20:%02x" % last, "0x%x" % (0x21 + p),
+                     ids=(0x101B, 0x15B3, 0x0007), device_name="MT28908 Family [ConnectX-6]",
+                     speed=g4)
+    return hostbridge([root_port_for(gpu, "%s:01.0" % sub_bus(gbus, -1), INTEL_ROOT_PORT),
+                       root_port_for(hca, "%s:02.0" % sub_bus(gbus, -1), INTEL_ROOT_PORT)])
+
+
+E2E_LAYOUT = [(0, "0000:17:00.0", "0000:18:00.0", "mlx5_0", "ib0", 0x30),
               (1, "0000:65:00.0", "0000:66:00.0", "mlx5_1", "ib1", 0x31)]
+
+
+def _e2e(fx, vendor_ids):
     packages = []
-    for p, gbus, hbus, ofa, net, last in layout:
-        if vendor_ids:
-            gpu = nvidia_gpu(fx, gbus, "a100pcie", index=p, drm=(p + 1, 128 + p, False), speed=g4)
-        else:
-            gpu = nvidia_gpu(fx, gbus, "a100pcie", drm=(p + 1, 128 + p, False), cuda=False,
-                             nvml=False, speed=g4)
-        hca = mlx_ib_hca(hbus, net, ofa, "9c:63:c0:4d:20:%02x" % last, "0x%x" % (0x21 + p),
-                         ids=(0x101B, 0x15B3, 0x0007), device_name="MT28908 Family [ConnectX-6]",
-                         speed=g4)
-        io = hostbridge([root_port_for(gpu, "%s:01.0" % sub_bus(gbus, -1), INTEL_ROOT_PORT),
-                         root_port_for(hca, "%s:02.0" % sub_bus(gbus, -1), INTEL_ROOT_PORT)])
+    for p, gbus, hbus, ofa, net, last in E2E_LAYOUT:
+        io = _e2e_devices(fx, p, gbus, hbus, ofa, net, last, vendor_ids)
         packages.append(package(p, CPU_GENERIC, [numa(p, 16 * GIB), core(p, [p], 0), io]))
     return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
 
@@ -1072,6 +1087,19 @@ def fx_e2e_nogpu():
     pkg = package(0, CPU_GENERIC, [numa(0, 15 * GIB), cache("L3Cache", (12582912, 64, 12), cores,
                                                              os_index=0), io])
     return Topology(fx, machine(fx, [pkg]))
+
+
+def fx_e2e_snc_2gpu():
+    """e2e-2gpu's devices (same identities) on ONE package split into two sub-NUMA clusters
+    (Intel SNC): each has its own NUMA node, one core and a GPU and an HCA. A device's
+    locality is one CPU while its package holds two, so bind=package is above the locality
+    (tests/e2e/run.sh). Written to tests/e2e/fixtures/: the end-to-end suite's alone."""
+    fx = "e2e-snc-2gpu"
+    clusters = [group([numa(p, 8 * GIB), core(p, [p], p),
+                       _e2e_devices("e2e-2gpu", p, gbus, hbus, ofa, net, last, True)])
+                for p, gbus, hbus, ofa, net, last in E2E_LAYOUT]
+    pkg = package(0, CPU_GENERIC, clusters)
+    return Topology(fx, machine(fx, [pkg]), [numa_latency([[0, 1]], near=12)], out_dir=E2E_FIXTURE_DIR)
 
 
 def fx_synthetic_64gpu():
@@ -1171,8 +1199,8 @@ def fx_dgx2_mlx5():
 
 FIXTURES = [fx_turin_h200, fx_uneven_3plus1, fx_degenerate_one_complex, fx_degenerate_machine,
             fx_amd_mi250x, fx_intel_pvc, fx_omnipath, fx_no_gpu, fx_drm_only, fx_e2e_2gpu,
-            fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_e2e_2gpu_amd, fx_e2e_nogpu, fx_synthetic_64gpu,
-            fx_far_hca, fx_dgx2_mlx5]
+            fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_e2e_2gpu_amd, fx_e2e_nogpu, fx_e2e_snc_2gpu,
+            fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5]
 
 
 # ---------------------------------------------------------------------------------------
@@ -1259,7 +1287,7 @@ def build_all():
 
 def write_all(topos):
     for t in topos:
-        path = os.path.join(TOPO_DIR, t.filename)
+        path = t.path
         with open(path, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(render(t))
         print("wrote", os.path.relpath(path, os.getcwd()))
@@ -1278,14 +1306,18 @@ def check(topos):
     problems = []
     for tool in ("lstopo-no-graphics", "hwloc-calc"):
         if not shutil.which(tool):
-            print("error: %s not found (install hwloc)" % tool, file=sys.stderr)
+            print("error: %s not found (install hwloc; Debian: hwloc-nox)" % tool, file=sys.stderr)
+            print("0 passed, 1 failed")
             return 1
     readme = open(README, encoding="utf-8").read() if os.path.exists(README) else ""
+    failed = 0
     for t in topos:
-        path = os.path.join(TOPO_DIR, t.filename)
+        before = len(problems)
+        path = t.path
         want = render(t)
         if not os.path.exists(path):
             problems.append("%s: missing (run generate.py)" % t.filename)
+            failed += 1
             continue
         if open(path, encoding="utf-8").read() != want:
             problems.append("%s: differs from the generator output (run generate.py)" % t.filename)
@@ -1317,10 +1349,14 @@ def check(topos):
         if facts_block(t) not in readme:
             problems.append("README.md: device table of %s missing or stale "
                             "(paste `generate.py --facts`)" % t.name)
-        print("checked %-28s %3d PUs, %2d devices" % (t.filename, len(t.root.cpuset),
-                                                      len(t.devices())))
+        ok = len(problems) == before
+        failed += 0 if ok else 1
+        print("%-5s %-28s %3d PUs, %2d devices" % ("ok" if ok else "FAIL", t.filename,
+                                                   len(t.root.cpuset), len(t.devices())))
     for p in problems:
         print("FAIL", p, file=sys.stderr)
+    # The suite convention of scripts/test-all.sh: the last line counts the fixtures.
+    print("%d passed, %d failed" % (len(topos) - failed, failed))
     return 1 if problems else 0
 
 
