@@ -3,6 +3,8 @@
 #
 #   sudo scripts/test-all.sh              # every suite
 #   sudo scripts/test-all.sh e2e unit     # only these suites (names as in SUITES below)
+#   sudo TEST_ALL_SKIP="fuzz bench" scripts/test-all.sh   # all but these (each counted
+#                                         # as skipped, with a line that says so)
 #   sudo scripts/test-all.sh --prepare    # only install and build (no Slurm started): CI
 #                                         # runs this before it takes the machine's lock
 #
@@ -34,8 +36,10 @@ cd "$ROOT" || exit 1
 SUITES=(
     "fmt|cargo fmt --all --check && echo '1 passed, 0 failed'"
     "unit|cargo test --workspace --no-fail-fast"
+    "fuzz|fuzz/run.sh"
     "fixtures|python3 topologies/gen/generate.py --check"
     "e2e|tests/e2e/run.sh"
+    "hardening|tests/e2e/hardening.sh"
     "multinode|tests/e2e/multinode/run.sh"
     "browser|tests/browser/run.sh"
     "packages|tests/package/run.sh"
@@ -121,6 +125,13 @@ main() {
     for entry in "${SUITES[@]}"; do
         name=${entry%%|*} cmd=${entry#*|}
         if ((${#wanted[@]})) && ! printf '%s\n' "${wanted[@]}" | grep -qx "$name"; then
+            continue
+        fi
+        if [[ " ${TEST_ALL_SKIP:-} " == *" $name "* ]]; then
+            summary+=("suite $name: 0 passed, 0 failed, 1 skipped (TEST_ALL_SKIP)")
+            notes+=("$name: skipped: suite $name (TEST_ALL_SKIP=\"$TEST_ALL_SKIP\")")
+            echo "skipped: suite $name (TEST_ALL_SKIP)"
+            total_s=$((total_s + 1))
             continue
         fi
         echo

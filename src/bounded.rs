@@ -57,6 +57,14 @@ where
     }
     if pid == 0 {
         close(read_end);
+        // A crash in the child is the child's: it dies of the signal and the parent reports
+        // it. It must not run the handlers the host process installed for its own crashes
+        // (slurmstepd's, a sanitizer's), which would act as if the host had crashed.
+        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGABRT] {
+            // SAFETY: restoring a signal's default disposition in this single-threaded child
+            // affects nothing but the child.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+        }
         let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err("it panicked".to_string()));
         let bytes = serde_json::to_vec(&result).unwrap_or_default();
         write_all(write_end, &bytes);
@@ -133,6 +141,8 @@ fn reap(pid: libc::pid_t, answered: bool) -> Option<String> {
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     let until = Instant::now() + Duration::from_secs(2);
+    // An answered child exits within microseconds: look again soon, then less often.
+    let mut pause = Duration::from_micros(50);
     loop {
         let mut status = 0;
         // SAFETY: `status` is a writable int; WNOHANG makes waitpid return at once.
@@ -148,7 +158,8 @@ fn reap(pid: libc::pid_t, answered: bool) -> Option<String> {
         if rc < 0 || Instant::now() >= until {
             return None;
         }
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(2));
     }
 }
 
@@ -206,5 +217,13 @@ mod tests {
         })
         .unwrap_err();
         assert!(matches!(e, BoundedError::NoAnswer(ref why) if why.contains("exit status 3")), "{e:?}");
+        // A crash, whatever handler the parent had for it: the child dies of the signal.
+        let e = run::<u8, _>(Duration::from_secs(10), || {
+            // SAFETY: raises SIGSEGV in the child, as a NULL dereference in a C library would.
+            unsafe { libc::raise(libc::SIGSEGV) };
+            Ok(0)
+        })
+        .unwrap_err();
+        assert!(matches!(e, BoundedError::NoAnswer(ref why) if why.contains("killed by signal 11")), "{e:?}");
     }
 }

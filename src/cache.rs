@@ -45,24 +45,24 @@ const FORMAT: u32 = 3;
 /// Larger than any real topology's JSON (a 2,048-PU node with its I/O is a few MB).
 pub const MAX_BYTES: u64 = 64 << 20;
 
-/// The file as written.
-#[derive(Serialize, Deserialize)]
-struct CacheFile {
-    format: u32,
+/// The file as written, and as [`parse`] reads it back.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CacheFile {
+    pub format: u32,
     /// The plugin .so that wrote it ([`plugin_identity`]), as text so that tools which read
     /// numbers as doubles (jq) cannot change it.
-    plugin: String,
+    pub plugin: String,
     /// `/proc/sys/kernel/random/boot_id` when it was written.
-    boot_id: String,
+    pub boot_id: String,
     /// slurmd's pid when it wrote it (for the log only: slurmd may daemonize after `init`).
-    writer_pid: u32,
+    pub writer_pid: u32,
     /// Seconds since the epoch.
-    written: u64,
+    pub written: u64,
     /// How long the discovery took, in ms (for the log).
-    discovery_ms: f64,
+    pub discovery_ms: f64,
     /// `dev:ino` of the lock file the writer holds.
-    lock: String,
-    topology: Topology,
+    pub lock: String,
+    pub topology: Topology,
 }
 
 /// A topology read from the cache, and where from (for the log).
@@ -184,14 +184,7 @@ pub fn read(dir: &Path, plugin: Option<&str>) -> Result<Cached, Miss> {
         Err(TrustError::Untrusted { problem, .. }) => return Err(reject(problem)),
         Err(e) => return Err(reject(e.to_string())),
     };
-    let cached: CacheFile = serde_json::from_slice(&bytes)
-        .map_err(|e| reject(format!("not a cache this plugin can read ({e}); slurmd rewrites it when it restarts")))?;
-    if cached.format != FORMAT {
-        return Err(reject(format!(
-            "format {} (this plugin reads {FORMAT}); restart slurmd to rewrite it",
-            cached.format
-        )));
-    }
+    let cached = parse(&bytes).map_err(reject)?;
     writer_alive(&cache_dir, &cached.lock).map_err(reject)?;
     if let Some(me) = plugin {
         if cached.plugin != me {
@@ -215,6 +208,27 @@ pub fn read(dir: &Path, plugin: Option<&str>) -> Result<Cached, Miss> {
         ),
         topology: cached.topology,
     })
+}
+
+/// The contents of a cache file, from its bytes: this format, and a topology the planner
+/// can read. Pure (no file, no clock), so that it can be fuzzed; whether the file may be
+/// trusted, and whether its writer still runs, is [`read`]'s business.
+pub fn parse(bytes: &[u8]) -> Result<CacheFile, String> {
+    let cached: CacheFile = serde_json::from_slice(bytes).map_err(|e| {
+        // serde quotes a bad enum word as it is (control characters too): escaped and cut
+        // short, since the line goes to slurmd.log.
+        let mut why = crate::report::printable(&e.to_string());
+        if why.len() > 400 {
+            let cut = (0..=400).rev().find(|&i| why.is_char_boundary(i)).unwrap_or(0);
+            why.truncate(cut);
+            why.push_str("...");
+        }
+        format!("not a cache this plugin can read ({why}); slurmd rewrites it when it restarts")
+    })?;
+    if cached.format != FORMAT {
+        return Err(format!("format {} (this plugin reads {FORMAT}); restart slurmd to rewrite it", cached.format));
+    }
+    Ok(cached)
 }
 
 /// The liveness proof: the lock file named in the cache is root's, mode 0600 (so only root
@@ -369,6 +383,9 @@ mod tests {
         std::fs::write(&path, b"{}").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(read(&d, None).unwrap_err().to_string().contains("not a cache this plugin can read"));
+        // A bad word is quoted escaped, on one line.
+        let e = parse(br#"{"format":2,"topology":{"objects":[{"kind":"Numa\nNode"}]}}"#).unwrap_err();
+        assert!(e.contains(r"unknown variant `Numa\nNode`") && !e.contains('\n'), "{e}");
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
         let e = read(&d, None).unwrap_err().to_string();

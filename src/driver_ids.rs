@@ -12,6 +12,7 @@
 
 use crate::device::{Device, GpuIdentity, Identity, IdentitySource, Vendor};
 use crate::topology::{PciBusId, Topology};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Files larger than this are not driver files; refuse rather than read them whole.
@@ -131,6 +132,23 @@ pub fn fill_identities(devices: &mut [Device], roots: Roots<'_>) {
 /// not change while the node runs. A file that cannot be read leaves the value as it was.
 /// Returns how many values changed.
 pub fn refresh_ib_port_states(topology: &mut Topology, sys_root: &Path) -> usize {
+    refresh_ib_port_states_with(topology, |device, port| {
+        let path = sys_root.join("class/infiniband").join(device).join("ports").join(port).join("state");
+        let mut text = String::new();
+        // A sysfs attribute is at most a page; a fixture tree's file is read no further.
+        std::fs::File::open(path).and_then(|f| f.take(4096).read_to_string(&mut text)).ok().map(|_| text)
+    })
+}
+
+/// [`refresh_ib_port_states`] with the files read by `read(device, port)` (the contents of
+/// `<device>/ports/<port>/state`, or `None`), so that the rule can be tested and fuzzed without
+/// files. `read` is only asked about a device name that is one path component (no `/`, not
+/// `.` or `..`: the name comes from the topology, and must not lead the read elsewhere) and a
+/// port that is a decimal number.
+pub fn refresh_ib_port_states_with(
+    topology: &mut Topology,
+    mut read: impl FnMut(&str, &str) -> Option<String>,
+) -> usize {
     let mut changed = 0;
     let osdevs = topology
         .pci
@@ -138,21 +156,28 @@ pub fn refresh_ib_port_states(topology: &mut Topology, sys_root: &Path) -> usize
         .flat_map(|f| f.osdevs.iter_mut())
         .chain(topology.loose.iter_mut().map(|l| &mut l.osdev));
     for osdev in osdevs.filter(|o| o.osdev_type == "OpenFabrics") {
-        let dir = sys_root.join("class/infiniband").join(&osdev.name).join("ports");
+        if osdev.name.is_empty() || osdev.name.contains(['/', '\0']) || osdev.name == "." || osdev.name == ".." {
+            continue;
+        }
         for (key, value) in osdev.infos.iter_mut() {
             let Some(port) = key.strip_prefix("Port").and_then(|k| k.strip_suffix("State")) else { continue };
             if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(dir.join(port).join("state")) else { continue };
-            let Some(digit) = text.trim_start().chars().next().filter(char::is_ascii_digit) else { continue };
-            if *value != digit.to_string() {
-                *value = digit.to_string();
+            let Some(state) = read(&osdev.name, port).as_deref().and_then(ib_port_state) else { continue };
+            if *value != state {
+                *value = state;
                 changed += 1;
             }
         }
     }
     changed
+}
+
+/// The state hwloc records for an InfiniBand port, from the text of its sysfs `state` file
+/// (`4: ACTIVE` gives `4`): the first digit after leading white space, or `None`.
+pub fn ib_port_state(text: &str) -> Option<String> {
+    text.trim_start().chars().next().filter(char::is_ascii_digit).map(String::from)
 }
 
 #[cfg(test)]
@@ -203,6 +228,26 @@ mod tests {
         assert_eq!(infos[0], ("NodeGUID".to_string(), "x".to_string()));
         assert_eq!(refresh_ib_port_states(&mut topo, &root), 0);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn ib_port_state_reads_the_first_digit_and_never_leaves_the_device_directory() {
+        assert_eq!(ib_port_state(" 4: ACTIVE\n").as_deref(), Some("4"));
+        assert_eq!(ib_port_state("ACTIVE"), None);
+        assert_eq!(ib_port_state(""), None);
+        let mut topo = Topology {
+            loose: ["../../etc", "..", "a/b", "", "mlx5_0"]
+                .iter()
+                .map(|n| LooseOsDevice { osdev: hca(n, &[("Port1State", "1"), ("PortxState", "1")]), locality: 0 })
+                .collect(),
+            ..Topology::default()
+        };
+        let mut asked = Vec::new();
+        let changed = refresh_ib_port_states_with(&mut topo, |dev, port| {
+            asked.push(format!("{dev}/{port}"));
+            Some("4: ACTIVE".into())
+        });
+        assert_eq!((changed, asked), (1, vec!["mlx5_0/1".to_string()]));
     }
 
     const INFO: &str = "Model: \t\t NVIDIA H200\nIRQ:   \t\t 123\nGPU UUID: \t GPU-46F7E0A2-1C3B-4D5E-8F90-0A1B2C3D4E5F\nDevice Minor: \t 0\n";

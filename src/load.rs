@@ -85,7 +85,7 @@ pub enum LoadError {
     Environment { name: String, value: String },
 
     #[error("hwloc failed to {step} for {input}: {detail}")]
-    Hwloc { input: String, step: &'static str, detail: String },
+    Hwloc { input: String, step: String, detail: String },
 
     #[error(
         "hwloc did not describe this machine when asked for it (a HWLOC_* setting or plugin?); refusing to use it"
@@ -94,6 +94,12 @@ pub enum LoadError {
 
     #[error("internal error in the hwloc bindings while loading {input}: {message} (please report it with the input)")]
     Panicked { input: String, message: String },
+
+    #[error(
+        "hwloc could not read topology XML {input}: {why} (the file is malformed: hwloc 2.9 crashes on some \
+         damaged exports, `lstopo -i FILE.xml` shows it; export it again with lstopo)"
+    )]
+    XmlCrashed { input: String, why: String },
 
     #[error("cannot use topology={}: {source}", path.display())]
     Untrusted { path: PathBuf, source: crate::trusted_fs::TrustError },
@@ -127,7 +133,14 @@ pub fn from_xml_file(path: &Path) -> Result<Topology, LoadError> {
     if bytes.len() as u64 > MAX_XML_BYTES {
         return Err(fail(std::io::Error::other("larger than any topology export")));
     }
-    load_xml(&String::from_utf8_lossy(&bytes), path.display().to_string())
+    from_xml_bytes(&bytes, &path.display().to_string())
+}
+
+/// Loads the bytes of an `lstopo` XML export named `input` (for messages), as the file
+/// loaders do: invalid UTF-8 replaced, and hwloc's import run in a child process so that a
+/// damaged file that crashes hwloc is an error, not a crash ([`LoadError::XmlCrashed`]).
+pub fn from_xml_bytes(bytes: &[u8], input: &str) -> Result<Topology, LoadError> {
+    load_xml_isolated(&String::from_utf8_lossy(bytes), input.to_string())
 }
 
 /// Loads an `lstopo` XML export that root reads on the job's behalf (the plugin's
@@ -136,16 +149,32 @@ pub fn from_xml_file(path: &Path) -> Result<Topology, LoadError> {
 pub fn from_trusted_xml_file(path: &Path) -> Result<Topology, LoadError> {
     let bytes = crate::trusted_fs::read_file(path, MAX_XML_BYTES)
         .map_err(|source| LoadError::Untrusted { path: path.to_path_buf(), source })?;
-    load_xml(&String::from_utf8_lossy(&bytes), path.display().to_string())
+    from_xml_bytes(&bytes, &path.display().to_string())
 }
 
 /// Real exports are a few MiB at most (a 2,048-PU node with its I/O); the cap keeps a wrong
 /// path from eating memory.
 const MAX_XML_BYTES: u64 = 64 << 20;
 
-/// Loads XML text (the contents of an `lstopo` XML export).
+/// Loads XML text (the contents of an `lstopo` XML export) in this process. hwloc 2.9 can
+/// crash on damaged XML (see [`load_xml_isolated`]): the file loaders, which read what an
+/// admin or a user wrote, run the import in a child process instead; this one is for text the
+/// caller vouches for, and for the fuzz target that looks for those crashes.
 pub fn from_xml_str(xml: &str) -> Result<Topology, LoadError> {
+    let _hwloc = hwloc_lock();
     load_xml(xml, format!("<XML text of {} bytes>", xml.len()))
+}
+
+/// Held around every use of hwloc in this process, and across the `fork` of a child that
+/// uses it. A child forked while another thread is inside hwloc (its component list lock,
+/// libxml2's) would wait for that lock forever: measured, the test harness's parallel XML
+/// loads left children hung until their deadline. The children themselves never take it.
+static HWLOC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn hwloc_lock() -> std::sync::MutexGuard<'static, ()> {
+    // Poisoned only by a panic in the bindings, which `guarded` has already turned into an
+    // error: the lock still does its job.
+    HWLOC.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Discovers this machine, with its I/O devices, in a child process that is killed if it
@@ -156,6 +185,7 @@ pub fn live(timeout: Duration) -> Result<Topology, LoadError> {
     // Read in the parent: the child of a multi-threaded process must not take the
     // environment's lock.
     check_environment()?;
+    let _hwloc = hwloc_lock();
     match crate::bounded::run(timeout, || live_here().map_err(|e| e.to_string())) {
         Ok(Ok(topology)) => Ok(topology),
         Ok(Err(message)) => Err(LoadError::Discovery { message }),
@@ -214,13 +244,14 @@ fn without(builder: TopologyBuilder, name: &str, input: &str) -> Result<Topology
     }
     builder.without_component(name).map_err(|e| LoadError::Hwloc {
         input: input.to_string(),
-        step: "leave out an unneeded discovery component",
+        step: "leave out an unneeded discovery component".into(),
         detail: format!("{name}: {e}"),
     })
 }
 
 /// Whether this hwloc has discovery component `name` (built in, or a plugin it loaded).
 pub fn has_component(name: &str) -> bool {
+    let _hwloc = hwloc_lock();
     component_exists(name)
 }
 
@@ -263,6 +294,47 @@ fn load_xml(xml: &str, input: String) -> Result<Topology, LoadError> {
         let topo = build(builder, input).map_err(|_| rejected(""))?;
         Ok(convert(&topo))
     })
+}
+
+/// How long an XML import may take in its child (a 200 kB export takes a few ms).
+const XML_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the child of [`load_xml_isolated`] sends back: the topology, or the error as the
+/// variant it was.
+#[derive(serde::Serialize, serde::Deserialize)]
+enum Imported {
+    Loaded(Topology),
+    V3(String),
+    Rejected(String),
+    Hwloc { step: String, detail: String },
+    Panicked(String),
+}
+
+/// [`load_xml`] in a child process ([`crate::bounded`]). hwloc 2.9's XML import dereferences
+/// NULL on some damaged files (an object without `complete_cpuset` crashes it, and
+/// `lstopo -i` alike; found by `fuzz/fuzz_targets/xml_load.rs`): in slurmd or slurmstepd that
+/// would be a crashed daemon, here it is a [`LoadError::XmlCrashed`] that names the file.
+fn load_xml_isolated(xml: &str, input: String) -> Result<Topology, LoadError> {
+    let child = || {
+        Ok(match load_xml(xml, input.clone()) {
+            Ok(t) => Imported::Loaded(t),
+            Err(LoadError::XmlV3 { format, .. }) => Imported::V3(format),
+            Err(LoadError::XmlRejected { detail, .. }) => Imported::Rejected(detail),
+            Err(LoadError::Hwloc { step, detail, .. }) => Imported::Hwloc { step, detail },
+            Err(LoadError::Panicked { message, .. }) => Imported::Panicked(message),
+            Err(e) => Imported::Panicked(e.to_string()),
+        })
+    };
+    let _hwloc = hwloc_lock();
+    match crate::bounded::run(XML_TIMEOUT, child) {
+        Ok(Ok(Imported::Loaded(t))) => Ok(t),
+        Ok(Ok(Imported::V3(format))) => Err(LoadError::XmlV3 { input, format }),
+        Ok(Ok(Imported::Rejected(detail))) => Err(LoadError::XmlRejected { input, detail }),
+        Ok(Ok(Imported::Hwloc { step, detail })) => Err(LoadError::Hwloc { input, step, detail }),
+        Ok(Ok(Imported::Panicked(message))) => Err(LoadError::Panicked { input, message }),
+        Ok(Err(why)) => Err(LoadError::XmlCrashed { input, why }),
+        Err(e) => Err(LoadError::XmlCrashed { input, why: e.to_string() }),
+    }
 }
 
 /// The format version the `<topology ...>` start tag declares (`version="3.0"` -> (3, 0)).
@@ -315,7 +387,7 @@ fn guarded<T>(input: &str, f: impl FnOnce(&str) -> Result<T, LoadError>) -> Resu
 }
 
 fn builder(input: &str) -> Result<TopologyBuilder, LoadError> {
-    let fail = |step, detail: String| LoadError::Hwloc { input: input.to_string(), step, detail };
+    let fail = |step: &str, detail: String| LoadError::Hwloc { input: input.to_string(), step: step.into(), detail };
     hwlocality::Topology::builder()
         .with_io_type_filter(TypeFilter::KeepImportant)
         .map_err(|e| fail("keep I/O objects", e.to_string()))?
@@ -326,7 +398,7 @@ fn builder(input: &str) -> Result<TopologyBuilder, LoadError> {
 fn build(builder: TopologyBuilder, input: &str) -> Result<hwlocality::Topology, LoadError> {
     builder.build().map_err(|e| LoadError::Hwloc {
         input: input.to_string(),
-        step: "load the topology",
+        step: "load the topology".into(),
         detail: e.to_string(),
     })
 }

@@ -30,9 +30,15 @@ impl Node {
     /// Enumerates the devices of `topology` (pure, [`crate::enumerate`]), then gives GPUs that
     /// hwloc could not name the identity in their driver's files (I/O, only under the roots
     /// in `options`: [`crate::driver_ids`]), then drops identities that name no single GPU.
-    pub fn new(topology: Topology, options: NodeOptions) -> Node {
+    pub fn new(mut topology: Topology, mut options: NodeOptions) -> Node {
+        for name in [&mut topology.hostname, &mut options.hostname].into_iter().flatten() {
+            printable(name);
+        }
         let host = options.hostname.as_deref().or(topology.hostname.as_deref()).unwrap_or("localhost");
         let mut devices = crate::enumerate::devices(&topology, host);
+        for d in &mut devices {
+            d.osnames.iter_mut().chain([&mut d.name]).for_each(printable);
+        }
         let roots =
             crate::driver_ids::Roots { proc_root: options.proc_root.as_deref(), sys_root: options.sys_root.as_deref() };
         crate::driver_ids::fill_identities(&mut devices, roots);
@@ -63,5 +69,48 @@ impl Node {
     /// The host name used in ids and messages.
     pub fn hostname(&self) -> &str {
         self.options.hostname.as_deref().or(self.topology.hostname.as_deref()).unwrap_or("localhost")
+    }
+}
+
+/// Names from a topology file or slurmd's cache reach one-line messages, reports and (after
+/// their grammar check) variables: anything but printable ASCII is escaped here, once
+/// (`\u{7f}`, `\n`). A name that needed it then fails its variable's grammar, so its device
+/// is refused rather than named. Found by the cache fuzz target: a host name with a control
+/// character went into every refusal.
+fn printable(name: &mut String) {
+    if !name.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        *name = name.escape_default().to_string();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{CpuObject, ObjKind, OsDevice, PciFunction};
+
+    #[test]
+    fn names_are_printable_once_in_the_node() {
+        let cpuset = crate::cpuset::CpuSet::single(0);
+        let machine =
+            CpuObject { kind: ObjKind::Machine, logical_index: 0, os_index: Some(0), depth: 0, parent: None, cpuset };
+        let hca = OsDevice { name: "mlx5\n0".into(), osdev_type: "OpenFabrics".into(), subtype: None, infos: vec![] };
+        let topology = Topology {
+            hostname: Some("omni\u{7f}path".into()),
+            objects: vec![machine],
+            pci: vec![PciFunction {
+                busid: "0000:18:00.0".parse().unwrap(),
+                vendor_id: 0x15b3,
+                device_id: 0x101b,
+                class_id: 0x0207,
+                locality: 0,
+                osdevs: vec![hca],
+                bridges: Vec::new(),
+            }],
+            loose: vec![],
+        };
+        let node = Node::new(topology, NodeOptions::default());
+        assert_eq!(node.hostname(), "omni\\u{7f}path");
+        assert_eq!(node.devices[0].name, "mlx5\\n0");
+        assert!(node.devices[0].osnames.iter().all(|n| !n.contains('\n')));
     }
 }

@@ -439,6 +439,34 @@ fn every_real_topology_maps_or_refuses_clearly() {
     assert!(seen >= 12, "all real topologies read ({seen})");
 }
 
+/// Found by the planner's fuzz target: the comma hint quoted the device name raw, control
+/// characters included.
+#[test]
+fn an_unknown_device_is_named_on_one_printable_line() {
+    let n = node("e2e-2gpu.xml");
+    let e = plan(&Spec::parse("x\u{1f},y\r").unwrap(), &n, &facts(1)).unwrap_err().to_string();
+    assert!(e.contains("write them with ':' (x\\u{1f}:y") && !e.chars().any(char::is_control), "{e}");
+}
+
+/// Found by the planner's fuzz target (fuzz/fuzz_targets/plan.rs): `pe=` under a cache level
+/// the topology does not record (the synthetic node has no L1/L2 objects) made an empty CPU
+/// set, which the kernel refuses at the task's start; it is refused with the fix instead.
+#[test]
+fn pe_under_a_level_the_node_lacks_is_refused_not_empty() {
+    let n = node("synthetic-64gpu.xml");
+    for spec in ["gpu:pe=6:bind=l1cache", "gpu:pe=2:bind=l2cache"] {
+        match plan(&Spec::parse(spec).unwrap(), &n, &facts(4)) {
+            Err(e @ PlanError::NoBindObject { .. }) => {
+                assert!(e.to_string().contains("choose a finer bind level"), "{spec}: {e}")
+            }
+            other => panic!("{spec}: {other:?}"),
+        }
+    }
+    // The levels it has still bind.
+    let p = plan(&Spec::parse("gpu:pe=2:bind=l3cache").unwrap(), &n, &facts(4)).unwrap();
+    assert!(p.tasks.iter().all(|t| !t.cpus.as_ref().unwrap().is_empty()));
+}
+
 mod invariants {
     use super::*;
     use proptest::prelude::*;

@@ -357,6 +357,25 @@ fn garbage_xml_is_rejected_with_its_name() {
     assert!(msg.contains(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
 }
 
+/// Found by the XML fuzz target: hwloc 2.9 dereferences NULL when an object lacks its
+/// `complete_cpuset` (`lstopo -i` crashes on this file too). Loaded from a file, the crash
+/// stays in a child process and comes back as an error naming the file; this process lives.
+#[test]
+fn xml_that_crashes_hwloc_is_an_error_not_a_crash() {
+    let xml =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies/omnipath.xml")).unwrap();
+    let good = r#"<object type="L2Cache" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002""#;
+    assert_eq!(xml.matches(good).count(), 1);
+    let path = std::env::temp_dir().join(format!("map-by-device-crash-{}.xml", std::process::id()));
+    std::fs::write(&path, xml.replace(good, &good.replace("complete_cpuset", "bomplete_cpuset"))).unwrap();
+    let err = load::from_xml_file(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(err, LoadError::XmlCrashed { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()) && msg.contains("killed by signal 11"), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+}
+
 /// The linked hwloc's version, as pkg-config reports it (the same library the tests link).
 fn hwloc_version() -> (u32, u32) {
     let out = Command::new("pkg-config").args(["--modversion", "hwloc"]).output().expect("pkg-config runs");

@@ -24,13 +24,15 @@
 mod affinity;
 mod cache;
 mod end_step;
+mod entry;
 mod het;
+mod option;
 mod step;
 
 use map_by_device::config::Config;
 use map_by_device::report;
 use map_by_device::spec::Spec;
-use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle, SpankOption};
+use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle};
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::fmt;
@@ -79,6 +81,8 @@ macro_rules! export_spank_plugin {
                 ac: std::os::raw::c_int,
                 argv: *const *const std::os::raw::c_char,
             ) -> std::os::raw::c_int {
+                // The handle for option.rs, and quiet panics, for this call (entry.rs).
+                let _entry = crate::entry::Entry::enter(spank);
                 slurm_spank::spank_callback_with_globals::<$ty, _>(|plugin, options, need_setup| {
                     let mut spank = slurm_spank::init_spank_handle(spank, ac, argv, options);
                     if need_setup {
@@ -93,7 +97,7 @@ macro_rules! export_spank_plugin {
                     });
                     // A heterogeneous component's init_post_opt is done with its value (het.rs).
                     if FORGET_OPTION.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                        options.values.remove(OPTION);
+                        crate::option::forget();
                     }
                     result
                 })
@@ -157,6 +161,8 @@ pub struct MapByDevice {
     components: het::Components,
     /// A task: `task_init` refused it, so `report_error` ends the step once it said why.
     end_step: bool,
+    /// slurmstepd: why `init` failed, reported by `task_init` (see [`MapByDevice::init`]).
+    init_failure: Option<String>,
 }
 
 /// An error a hook returns to Slurm.
@@ -188,7 +194,7 @@ fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResu
         Ok(Err(e)) => Err(Box::new(e)),
         Err(panic) => Err(Box::new(HookError::Report(format!(
             "internal error in {hook}: {} (please report this bug)",
-            map_by_device::panics::text(panic.as_ref())
+            entry::panic_report(panic.as_ref())
         )))),
     }
 }
@@ -196,6 +202,32 @@ fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResu
 /// Logs for the administrator: slurmd.log from slurmstepd/slurmd (never the user's terminal).
 fn admin_log(level: LogLevel, message: &str) {
     spank_log(level, &format!("map-by-device: {message}"));
+}
+
+/// An error line: on the terminal in srun/sbatch/salloc, in slurmd.log elsewhere.
+fn user_error(message: &str) {
+    admin_log(LogLevel::Error, message);
+}
+
+/// Test builds only (`--features test-hooks`): panics at `hook` when the test asked for it
+/// (see `map_by_device::test_hooks::panic_if_asked`), to prove the panic never leaves the
+/// plugin. Every other build compiles this to nothing.
+fn test_panic(hook: &str) {
+    #[cfg(feature = "test-hooks")]
+    {
+        // SAFETY: spank_context only reads Slurm's global plugin stack; it has no arguments.
+        let context = match unsafe { slurm_spank::spank_sys::spank_context() } {
+            slurm_spank::spank_sys::spank_context_S_CTX_LOCAL => "local",
+            slurm_spank::spank_sys::spank_context_S_CTX_REMOTE => "remote",
+            slurm_spank::spank_sys::spank_context_S_CTX_ALLOCATOR => "allocator",
+            slurm_spank::spank_sys::spank_context_S_CTX_SLURMD => "slurmd",
+            slurm_spank::spank_sys::spank_context_S_CTX_JOB_SCRIPT => "job_script",
+            _ => "unknown",
+        };
+        map_by_device::test_hooks::panic_if_asked(hook, context);
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    let _ = hook;
 }
 
 // SAFETY: slurm-spank's contract: the task hooks run in children slurmstepd forks from itself,
@@ -208,43 +240,47 @@ unsafe impl Plugin for MapByDevice {
         Ok(())
     }
 
+    /// Registers the option first (without it Slurm could not hand the job's value on), then
+    /// reads the configuration. A later failure is not returned where Slurm would turn it
+    /// into something worse than the plugin's own refusal: in slurmd a failing init stops
+    /// slurmd ("failed to initialize plugin stack": the node would go down for what only
+    /// costs the steps their cache), so slurmd says why and goes on; in slurmstepd Slurm
+    /// reports "task launch failed: Plugin initialization failed" and srun 22.05 still exits
+    /// 0, so the failure is kept and `task_init` fails the step with it (as for `user_init`).
     fn init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        guarded("init", || {
-            let context = spank.context().map_err(|e| HookError::Report(format!("cannot tell the context: {e}")))?;
+        let context = spank.context().ok();
+        if matches!(context, Some(Context::Local | Context::Allocator | Context::Remote)) {
+            guarded("init", || {
+                option::register(OPTION, "spec", USAGE)
+                    .map_err(|e| HookError::Report(format!("cannot register --{OPTION}: {e}")))
+            })?;
+        }
+        let result = guarded("init", || {
+            let context = context.ok_or_else(|| HookError::Report("cannot tell the SPANK context".into()))?;
+            test_panic("init");
             let args: Result<Vec<String>, String> = spank
                 .plugin_argv()
                 .map(|v| v.into_iter().map(str::to_string).collect())
                 .map_err(|e| format!("plugstack.conf arguments are not UTF-8: {e}"));
             let config = args.and_then(|a| Config::from_plugin_args(&a).map_err(|e| e.to_string()));
-            match context {
-                Context::Local | Context::Allocator | Context::Remote => {
-                    spank
-                        .register_option(SpankOption::new(OPTION).takes_value("spec").usage(USAGE))
-                        .map_err(|e| HookError::Report(format!("cannot register --{OPTION}: {e}")))?;
-                }
-                Context::Slurmd => match &config {
-                    // Tell the admin at slurmd start, not at the first job.
-                    Err(e) => admin_log(LogLevel::Error, &format!("plugstack.conf: {e}")),
-                    Ok(c) => {
-                        if let Some(path) = &c.topology {
-                            if let Err(e) = map_by_device::load::from_trusted_xml_file(path) {
-                                admin_log(LogLevel::Error, &format!("every mapped step will fail here: {e}"));
-                            }
-                        }
-                        admin_log(
-                            LogLevel::Debug,
-                            &format!("built for Slurm {}, settings {c:?}", slurm_version::SLURM_VERSION_TEXT),
-                        );
-                        if let Some(dir) = c.cache_dir() {
-                            self.cache = write_cache(&dir, c.discovery_timeout());
-                        }
-                    }
-                },
-                Context::JobScript => {}
+            if context == Context::Slurmd {
+                self.slurmd_init(&config);
             }
             self.config = Some(config);
             Ok(())
-        })
+        });
+        match (context, result) {
+            (Some(Context::Slurmd), Err(e)) => {
+                admin_log(LogLevel::Error, &format!("{e}; slurmd goes on, and steps discover the node themselves"));
+                Ok(())
+            }
+            (Some(Context::Remote), Err(e)) => {
+                admin_log(LogLevel::Error, &e.to_string());
+                self.init_failure = Some(e.to_string());
+                Ok(())
+            }
+            (_, result) => result,
+        }
     }
 
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> HookResult {
@@ -253,14 +289,16 @@ unsafe impl Plugin for MapByDevice {
             if !matches!(context, Context::Local | Context::Allocator) {
                 return Ok(());
             }
+            test_panic("init_post_opt");
             // A broken configuration fails every submission, with its message: the admin
             // hears of it at once, and no job runs with settings nobody intended.
             if let Some(Err(e)) = &self.config {
                 return Err(HookError::Report(format!("plugstack.conf: {e}")));
             }
-            let text = user_spec(spank)?;
+            let text = user_spec()?;
             if let Some(text) = &text {
-                Spec::parse(text).map_err(|e| HookError::Report(format!("invalid --{OPTION}={text}: {e}")))?;
+                Spec::parse(text)
+                    .map_err(|e| HookError::Report(format!("invalid --{OPTION}={}: {e}", report::excerpt(text))))?;
             }
             // Called once per component of a heterogeneous job: each must say the same.
             FORGET_OPTION.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -277,7 +315,7 @@ unsafe impl Plugin for MapByDevice {
         // Who asked, known before anything can go wrong: an unexpected failure below is
         // then hard for the job's own request, soft for the admin's default, and nothing
         // at all for a step that asked for nothing.
-        let requested = if spank.get_option_value_os(OPTION).is_some() {
+        let requested = if option::value().is_some() || option::failure().is_some() {
             Some(Origin::User)
         } else if matches!(&self.config, Some(Ok(c)) if c.default.is_some()) {
             Some(Origin::AdminDefault)
@@ -285,6 +323,7 @@ unsafe impl Plugin for MapByDevice {
             None
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<step::Decision, String> {
+            test_panic("user_init");
             let step_id = spank.job_stepid().map_err(|e| format!("cannot read the step id: {e}"))?;
             if step_id >= SLURM_MAX_NORMAL_STEP_ID {
                 return Ok(step::Decision {
@@ -293,7 +332,10 @@ unsafe impl Plugin for MapByDevice {
                     notices: Vec::new(),
                 });
             }
-            let user = user_spec(spank).map_err(|e| e.to_string())?;
+            if let Some(failure) = self.init_failure.clone().or_else(option::failure) {
+                return Err(failure);
+            }
+            let user = user_spec().map_err(|e| e.to_string())?;
             let inputs = step::Inputs {
                 user_spec: user,
                 config: self.config.clone().unwrap_or_else(|| Ok(Config::default())),
@@ -318,10 +360,7 @@ unsafe impl Plugin for MapByDevice {
             }
             Ok(Err(message)) => message,
             Err(panic) => {
-                format!(
-                    "internal error in user_init: {} (please report this bug)",
-                    map_by_device::panics::text(panic.as_ref())
-                )
+                format!("internal error in user_init: {} (please report this bug)", entry::panic_report(panic.as_ref()))
             }
         };
         self.step = Some(match requested {
@@ -338,6 +377,7 @@ unsafe impl Plugin for MapByDevice {
         // A refusal of this task alone, rather than of the whole node's plan.
         let mut per_task = false;
         let result = guarded("task_init", || {
+            test_panic("task_init");
             let Some(step) = &self.step else { return Ok(()) };
             let task = spank.task_id().map_err(|e| HookError::Report(format!("cannot read the task id: {e}")))?;
             let task = u32::try_from(task).map_err(|_| HookError::Report(format!("bad local task id {task}")))?;
@@ -384,20 +424,30 @@ unsafe impl Plugin for MapByDevice {
         result
     }
 
-    /// slurmd stops: remove the cache it wrote (if the file is still its own).
+    /// slurmd stops: remove the cache it wrote (if the file is still its own). Never fails:
+    /// slurmd is stopping either way, and says what went wrong.
     fn slurmd_exit(&mut self, _spank: &mut SpankHandle) -> HookResult {
-        if let Some(written) = self.cache.take() {
+        let cache = self.cache.take();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            test_panic("slurmd_exit");
+            let Some(written) = cache else { return };
             let path = written.path.clone();
-            match catch_unwind(AssertUnwindSafe(|| written.remove())) {
-                Ok(Ok(true)) => admin_log(LogLevel::Debug, &format!("removed the topology cache {}", path.display())),
-                Ok(Ok(false)) => {}
-                Ok(Err(e)) => {
+            match written.remove() {
+                Ok(true) => admin_log(LogLevel::Debug, &format!("removed the topology cache {}", path.display())),
+                Ok(false) => {}
+                Err(e) => {
                     admin_log(LogLevel::Info, &format!("cannot remove the topology cache {}: {e}", path.display()))
                 }
-                Err(_) => {
-                    admin_log(LogLevel::Info, "internal error removing the topology cache (please report this bug)")
-                }
             }
+        }));
+        if let Err(panic) = outcome {
+            admin_log(
+                LogLevel::Error,
+                &format!(
+                    "internal error in slurmd_exit: {} (please report this bug)",
+                    entry::panic_report(panic.as_ref())
+                ),
+            );
         }
         Ok(())
     }
@@ -428,6 +478,26 @@ unsafe impl Plugin for MapByDevice {
     }
 }
 
+impl MapByDevice {
+    /// slurmd, at its start: tells the admin about a broken configuration or topology= now
+    /// rather than at the first job, and writes the topology cache.
+    fn slurmd_init(&mut self, config: &Result<Config, String>) {
+        let c = match config {
+            Err(e) => return admin_log(LogLevel::Error, &format!("plugstack.conf: {e}")),
+            Ok(c) => c,
+        };
+        if let Some(path) = &c.topology {
+            if let Err(e) = map_by_device::load::from_trusted_xml_file(path) {
+                admin_log(LogLevel::Error, &format!("every mapped step will fail here: {e}"));
+            }
+        }
+        admin_log(LogLevel::Debug, &format!("built for Slurm {}, settings {c:?}", slurm_version::SLURM_VERSION_TEXT));
+        if let Some(dir) = c.cache_dir() {
+            self.cache = write_cache(&dir, c.discovery_timeout());
+        }
+    }
+}
+
 /// slurmd, at its start: discovers the node and writes the topology cache in `dir`. Never
 /// fails the hook (a failing `init` would stop slurmd): problems are logged, and the steps
 /// then discover the node themselves.
@@ -453,7 +523,7 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<ma
                 LogLevel::Error,
                 &format!(
                     "internal error writing the topology cache: {} (please report this bug)",
-                    map_by_device::panics::text(panic.as_ref())
+                    entry::panic_report(panic.as_ref())
                 ),
             );
             None
@@ -541,11 +611,17 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
 
 /// The job's `--map-by-device` text, from the command line, `#SBATCH` or the environment
 /// form (Slurm hands all three to the option callback, whose value the crate keeps).
-fn user_spec(spank: &SpankHandle) -> Result<Option<String>, HookError> {
-    spank
-        .get_option_value(OPTION)
-        .map(|v| v.map(|s| s.trim().to_string()))
-        .map_err(|e| HookError::Report(format!("--{OPTION} value is not UTF-8: {e}")))
+fn user_spec() -> Result<Option<String>, HookError> {
+    match option::value() {
+        None => Ok(None),
+        Some(v) => match v.into_string() {
+            Ok(s) => Ok(Some(s.trim().to_string())),
+            Err(v) => Err(HookError::Report(format!(
+                "--{OPTION} value is not UTF-8: {}",
+                report::excerpt(&v.to_string_lossy())
+            ))),
+        },
+    }
 }
 
 /// The job's environment (`S_JOB_ENV`) as a map; entries that are not UTF-8 are skipped.

@@ -285,7 +285,19 @@ impl<'a> Binder<'a> {
         if self.widen {
             cpus = self.level_objs.iter().filter(|o| o.intersects(&cpus)).fold(CpuSet::new(), |acc, o| acc.union(o));
         }
-        Ok(Some(cpus.intersection(&self.allowed)))
+        let cpus = cpus.intersection(&self.allowed);
+        if cpus.is_empty() {
+            // A level this topology does not have (bind=l1cache:pe=2 where hwloc recorded no
+            // L1 caches): never an empty mask, which the kernel refuses at the task's start.
+            let own: Vec<&Device> = devs.iter().filter_map(|&i| devices.get(i)).collect();
+            return Err(PlanError::NoBindObject {
+                level: self.level,
+                device: own.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join("+"),
+                locality_cpus: own.iter().fold(CpuSet::new(), |acc, d| acc.union(&d.locality)).to_list(),
+                allowed: self.allowed.to_list(),
+            });
+        }
+        Ok(Some(cpus))
     }
 
     /// A task bound to a whole region (its locality, or the level object that is it): the

@@ -141,7 +141,8 @@ pub fn named_device(node: &Node, name: &str) -> Result<usize, PlanError> {
     }
     let known: Vec<&str> = node.devices.iter().map(|d| d.name.as_str()).collect();
     let hint = if name.contains(',') {
-        format!("; a comma does not separate qualifiers, write them with ':' ({})", name.replace(',', ":"))
+        let rewritten = crate::spec::suggest::shown(&name.replace(',', ":"));
+        format!("; a comma does not separate qualifiers, write them with ':' ({rewritten})")
     } else {
         crate::spec::suggest::nearest(name, crate::spec::class_words().chain(["none"]))
             .or_else(|| crate::spec::suggest::nearest(name, known.iter().copied()))

@@ -134,7 +134,13 @@ pub enum SpecError {
     Conflict { first: &'static str, second: &'static str, reason: &'static str },
     #[error("bad device id in {given:?}: expected {expected}")]
     BadId { given: String, expected: String },
+    #[error("--map-by-device spec of {len} bytes starting {head:?} is longer than {MAX_SPEC_BYTES} bytes: give a target and its qualifiers, such as gpu:interleave")]
+    TooLong { len: usize, head: String },
 }
+
+/// The longest spec read (a device identity with every qualifier is under 200 bytes). Longer
+/// text is refused before it is parsed, so that no message quotes a megabyte back.
+pub const MAX_SPEC_BYTES: usize = 1024;
 
 /// The qualifiers, in the order they are listed to users.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,8 +276,9 @@ fn qualifier_word(word: &str, value: Option<&str>) -> Result<Qualifier, SpecErro
     by_prefix("qualifier", word, &QUALIFIERS).map_err(|e| match e {
         SpecError::BadValue { value: given, expected, .. } => {
             let names: Vec<(&str, bool)> = QUALIFIERS.iter().map(|(n, q)| (*n, q.takes_value())).collect();
-            let hint =
-                suggest::qualifier(&given, value, &names).map(|s| format!(" (did you mean {s}?)")).unwrap_or_default();
+            let hint = suggest::qualifier(&given, value, &names)
+                .map(|s| format!(" (did you mean {}?)", suggest::shown(&s)))
+                .unwrap_or_default();
             SpecError::UnknownQualifier { given, hint, expected }
         }
         other => other,
@@ -325,6 +332,9 @@ impl Spec {
 
     /// Parses `TARGET[:QUALIFIER[=VALUE]]...`.
     pub fn parse(text: &str) -> Result<Spec, SpecError> {
+        if text.len() > MAX_SPEC_BYTES {
+            return Err(SpecError::TooLong { len: text.len(), head: text.chars().take(40).collect() });
+        }
         let text = text.trim();
         let (target_text, qualifiers) = target::split(text)?;
         let target_text = target_text.trim();
@@ -509,7 +519,7 @@ impl fmt::Display for BindLevel {
 }
 
 /// The canonical text of a spec: full words, defaults left out. `parse(to_string())` gives
-/// the same spec back.
+/// the same spec back (while it is at most [`MAX_SPEC_BYTES`] long: full words can lengthen it).
 impl fmt::Display for Spec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.target {
@@ -574,6 +584,23 @@ mod tests {
     }
     fn err(s: &str) -> SpecError {
         Spec::parse(s).expect_err(s)
+    }
+
+    /// Found by the spec fuzz target: the suggestion carried the user's control characters.
+    #[test]
+    fn suggestions_are_one_printable_line() {
+        let e = err("gpu:bild=c\u{1}ore\n").to_string();
+        assert!(e.contains("did you mean bind=c\\u{1}ore"), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e}");
+    }
+
+    #[test]
+    fn a_long_spec_is_refused_with_its_start_only() {
+        let long = format!("gpu:{}", "v".repeat(1 << 20));
+        let e = err(&long).to_string();
+        assert!(e.starts_with("--map-by-device spec of 1048580 bytes starting \"gpu:vvv"), "{e}");
+        assert!(e.len() < 300, "{e}");
+        assert!(Spec::parse(&format!("gpu{}", " ".repeat(MAX_SPEC_BYTES - 3))).is_ok());
     }
 
     #[test]

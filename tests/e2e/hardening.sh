@@ -1,0 +1,705 @@
+#!/usr/bin/env bash
+# Hardening suite (issue 12): the plugin under load, against hostile job users, through
+# faults, and with forced panics, on the same private single-node Slurm as tests/e2e/run.sh
+# (lib.sh; the case helpers are cases.sh's).
+#
+#   tests/e2e/hardening.sh              # every case (root)
+#   tests/e2e/hardening.sh load         # only the cases whose name contains "load"
+#   HARDENING_STEPS=50 tests/e2e/hardening.sh load   # fewer consecutive steps (default 200)
+#
+# Phases:
+# - load (task/affinity, 8 CPUs declared on the real 2, live discovery with slurmd's cache):
+#   HARDENING_STEPS consecutive mapped steps, then 20 concurrent sruns (mapped, unmapped,
+#   refused on the node, refused in srun); every outcome checked; slurmd's RSS and open file
+#   descriptors and the cache directory's files printed before and after, and required flat;
+# - hostile users (nobody): HWLOC_* and the option's environment form at the largest size
+#   execve passes, with newlines, ndev=18446744073709551616; a spec in #SBATCH and in the
+#   environment form; a megabyte #SBATCH line; a NUL in a script; a world-writable cache_dir
+#   with symlinks planted in it;
+# - faults: slurmd restarted (and killed) while steps run; the cache truncated, replaced or
+#   made unreadable between steps; topology= removed after slurmd started; devices that
+#   vanish from topology= or from the cache (and, with GRES, from under Slurm's GPU list);
+# - panics: a build with the test-hooks feature panics in each hook and in the option
+#   callback; each must be an error with a message, never an abort of srun or slurmstepd.
+#
+# Messages are matched on the plugin's own words ("map-by-device: ..."), never on Slurm's
+# prefix (`slurmstepd-NODE: error:` up to 24.11, `[timestamp] error:` on 26.05).
+# Prints one line per case, then exactly "N passed, N failed"; exits 1 on any failure.
+
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/e2e/lib.sh
+source "$HERE/lib.sh"
+# shellcheck source=tests/e2e/cases.sh
+source "$HERE/cases.sh"
+
+STEPS=${HARDENING_STEPS:-200}
+CONCURRENT=20
+
+# --- Helpers -------------------------------------------------------------------------------
+
+
+# hprobe SRUN-ARGS...: srun the hardening probe; OUT sorted by task.
+hprobe() {
+    run srun "$@" "$HPROBE"
+    OUT=$(sort <<<"$OUT")
+}
+
+# expect_live N: OUT is N tasks mapped to the live device: each told LIVE_PMIX and bound to
+# CPUs inside the device's locality (LIVE_CPUS; which of them depends on the cores Slurm
+# allocated).
+expect_live() {
+    local n=$1 t l cpus c
+    (($(grep -c . <<<"$OUT") == n)) || { echo "expected $n task lines"; show; return 1; }
+    for ((t = 0; t < n; t++)); do
+        l=$(grep "^task=$t " <<<"$OUT")
+        [[ $l == "task=$t cpus="*" CUDA_VISIBLE_DEVICES=- PMIX_DEVICE_ID=$LIVE_PMIX" ]] ||
+            { echo "task $t is not mapped to $LIVE_TARGET $LIVE_PMIX"; show; return 1; }
+        cpus=$(sed -n 's/.* cpus=\([^ ]*\) .*/\1/p' <<<"$l")
+        [[ -n $(expand "$cpus") ]] || { echo "task $t has no CPUs"; show; return 1; }
+        for c in $(expand "$cpus"); do
+            [[ " $(expand "$LIVE_CPUS") " == *" $c "* ]] ||
+                { echo "task $t: CPU $c is outside $LIVE_TARGET's locality $LIVE_CPUS"; show; return 1; }
+        done
+    done
+}
+
+# expect_unmapped: OUT is one task the plugin left alone: no variable (its CPUs are Slurm's).
+expect_unmapped() {
+    [[ $OUT == "task=0 cpus="*" CUDA_VISIBLE_DEVICES=- PMIX_DEVICE_ID=-" ]] && return 0
+    echo "expected one unmapped task"
+    show
+    return 1
+}
+
+# as_nobody CMD...: CMD as the unprivileged user, with this cluster's config.
+as_nobody() { runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" "$@"; }
+
+# one_line_error WORDS: ERR has exactly one line with the plugin's WORDS, it is short, and no
+# line of ERR starts with text the input smuggled after a newline ("injected").
+one_line_error() {
+    local n
+    n=$(grep -cF -- "$1" <<<"$ERR")
+    ((n == 1)) || { echo "expected one line with: $1 (found $n)"; show | cut -c1-400; return 1; }
+    (($(grep -F -- "$1" <<<"$ERR" | wc -c) < 800)) || { echo "the message is not short"; show | cut -c1-400; return 1; }
+    ! grep -q '^injected' <<<"$ERR" || { echo "a newline of the input reached the terminal"; show; return 1; }
+}
+
+# no_abort: srun was not killed by a signal, and nothing aborted in slurmd's log since the mark.
+no_abort() {
+    # A shell reports a death by signal N as 128+N (srun's own "exit(-1)" is 255).
+    ((RC <= 128 || RC > 128 + 64)) || { echo "srun ended by signal $((RC - 128))"; show; return 1; }
+    ! grep -q "panicked at" <<<"$ERR" || { echo "Rust's panic message reached the terminal"; show; return 1; }
+    if tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep -Ei 'aborted|cannot unwind|core dumped|SIGABRT|SIGSEGV|signal (6|11)\b'; then
+        echo "something aborted (slurmd.log above)"
+        return 1
+    fi
+}
+
+# footprint: slurmd's RSS (kB) and open descriptors, the cache directory's files, once no
+# step is left (slurmstepd ends shortly after srun returns).
+footprint() {
+    local pid=${E2E_PIDS[slurmd]}
+    e2e_wait_for "! pgrep -x slurmstepd" 30 || echo "(a slurmstepd is still running)"
+    FOOT_RSS=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+    FOOT_FDS=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
+    FOOT_FILES=$(find "$CACHE_DIR" -mindepth 1 -printf '%f:%i ' | tr ' ' '\n' | sort | tr '\n' ' ')
+    FOOT_CHILDREN=$(pgrep -c -P "$pid")
+}
+
+# flat WHAT: the footprint now against FOOT_BEFORE_* (saved by mark_footprint); prints both.
+mark_footprint() {
+    footprint
+    FOOT_BEFORE_RSS=$FOOT_RSS FOOT_BEFORE_FDS=$FOOT_FDS FOOT_BEFORE_FILES=$FOOT_FILES
+}
+flat() {
+    footprint
+    local line
+    line="$1: slurmd RSS ${FOOT_BEFORE_RSS} kB -> ${FOOT_RSS} kB, open fds ${FOOT_BEFORE_FDS} -> ${FOOT_FDS},"
+    line+=" cache files [${FOOT_BEFORE_FILES% }] -> [${FOOT_FILES% }], slurmd children left ${FOOT_CHILDREN}"
+    echo "$line"
+    FIGURES+=("$line")
+    local ok=0
+    ((FOOT_FDS == FOOT_BEFORE_FDS)) || { echo "slurmd's open descriptors changed"; ok=1; }
+    [[ $FOOT_FILES == "$FOOT_BEFORE_FILES" ]] || { echo "the cache directory changed"; ok=1; }
+    # slurmd's own bookkeeping (credentials, job records) may take a little; a leak per step
+    # would be far more over hundreds of steps.
+    ((FOOT_RSS - FOOT_BEFORE_RSS < RSS_SLACK_KB)) || { echo "slurmd grew by $((FOOT_RSS - FOOT_BEFORE_RSS)) kB"; ok=1; }
+    ((FOOT_CHILDREN == 0)) || { echo "slurmd has children left: $(pgrep -a -P "${E2E_PIDS[slurmd]}")"; ok=1; }
+    return $ok
+}
+RSS_SLACK_KB=4096
+
+# big FILE SIZE PREFIX: writes PREFIX then 'v' up to SIZE bytes into FILE (readable by nobody).
+big() {
+    { printf '%s' "$3"; head -c "$(($2 - ${#3}))" /dev/zero | tr '\0' v; } >"$1"
+    chmod 644 "$1"
+}
+
+# --- Cases: load ---------------------------------------------------------------------------
+
+load_setup() {
+    CACHE_DIR=$E2E_DIR/cache
+    LOAD_CONF=$E2E_DIR/etc/load.toml
+    printf 'cache_dir = "%s"\n' "$CACHE_DIR" >"$LOAD_CONF"
+    chmod 644 "$LOAD_CONF"
+    # slurmd's init writes the cache: in plugstack.conf before it starts.
+    set_plugstack "config=$LOAD_CONF"
+}
+
+c_load_consecutive() {
+    [[ -f $CACHE_DIR/topology.json ]] || { echo "slurmd wrote no cache"; return 1; }
+    mark_footprint
+    log_mark
+    local i t0=$SECONDS bad=0
+    for ((i = 1; i <= STEPS; i++)); do
+        if ((i % 2)); then
+            hprobe -n 1 --map-by-device="$LIVE_TARGET"
+            expect_rc 0 && expect_live 1 || bad=$((bad + 1))
+        else
+            hprobe -n 2 --map-by-device="$LIVE_TARGET:shared"
+            expect_rc 0 && expect_live 2 || bad=$((bad + 1))
+        fi
+        ((bad < 3)) || { echo "stopping after $i steps"; break; }
+    done
+    local took=$((SECONDS - t0)) used
+    used=$(tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep -c "topology from slurmd's cache")
+    FIGURES+=("load: $STEPS consecutive mapped steps ($LIVE_TARGET, 1 and 2 tasks) in $took s, $bad failed, $used read slurmd's cache")
+    echo "${FIGURES[-1]}"
+    ((bad == 0)) || return 1
+    ((used == STEPS)) || { echo "$used of $STEPS steps used the cache"; return 1; }
+    flat "load: after $STEPS consecutive steps"
+}
+
+c_load_concurrent() {
+    mark_footprint
+    local dir=$E2E_DIR/work/concurrent i kind args pids=() bad=0
+    rm -rf "$dir" && mkdir -p "$dir"
+    local t0=$SECONDS
+    for ((i = 0; i < CONCURRENT; i++)); do
+        case $((i % 4)) in
+            0) kind=mapped args=(-n 1 --map-by-device="$LIVE_TARGET") ;;
+            1) kind=unmapped args=(-n 1) ;;
+            2) kind=refused-on-node args=(-n 1 --map-by-device="$LIVE_TARGET:ndev=64") ;;
+            3) kind=refused-in-srun args=(-n 1 --map-by-device="$LIVE_TARGET:bogus") ;;
+        esac
+        echo "$kind" >"$dir/$i.kind"
+        (srun "${args[@]}" "$HPROBE" >"$dir/$i.out" 2>"$dir/$i.err"; echo $? >"$dir/$i.rc") &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    local took=$((SECONDS - t0))
+    for ((i = 0; i < CONCURRENT; i++)); do
+        RC=$(<"$dir/$i.rc") OUT=$(<"$dir/$i.out") ERR=$(<"$dir/$i.err")
+        case $(<"$dir/$i.kind") in
+            mapped) expect_rc 0 && expect_live 1 ;;
+            unmapped) expect_rc 0 && expect_unmapped ;;
+            refused-on-node) expect_rc 1 && expect_err "ndev=64 asks for more $LIVE_TARGET devices per task" ;;
+            refused-in-srun) expect_rc 1 && expect_err "map-by-device: invalid --map-by-device=$LIVE_TARGET:bogus" ;;
+        esac || { echo "(srun $i, $(<"$dir/$i.kind"))"; bad=$((bad + 1)); }
+    done
+    FIGURES+=("load: $CONCURRENT concurrent sruns (5 mapped, 5 unmapped, 5 refused on the node, 5 refused in srun) in $took s, $bad unexpected")
+    echo "${FIGURES[-1]}"
+    ((bad == 0)) || return 1
+    node_idle && flat "load: after $CONCURRENT concurrent sruns"
+}
+
+# --- Cases: hostile job users (as nobody) ------------------------------------------------------
+
+HWLOC_VARS=(HWLOC_XMLFILE HWLOC_COMPONENTS HWLOC_FSROOT HWLOC_THISSYSTEM HWLOC_PLUGINS_PATH)
+
+hostile_setup() {
+    load_setup
+    NOCACHE_CONF=$E2E_DIR/etc/nocache.toml
+    printf 'cache = false\n' >"$NOCACHE_CONF"
+    chmod 644 "$NOCACHE_CONF"
+    # The largest environment string execve takes is 128 kB (MAX_ARG_STRLEN) with its name.
+    BIG=$E2E_DIR/work/big-value
+    big "$BIG" $((131072 - 64)) "$FIX_SNC:"
+    BIG_SPEC=$E2E_DIR/work/big-spec
+    big "$BIG_SPEC" $((131072 - 64)) "gpu:"
+}
+
+# hostile_env_run SRUN-ARGS...: as nobody, with every HWLOC_* variable set to VALUE_FILE's
+# contents (read inside, so that 128 kB stay off the printed command line).
+hostile_env_run() {
+    local value_file=$1
+    shift
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" bash -c '
+        v=$(<"$1"); shift
+        export HWLOC_XMLFILE=$v HWLOC_COMPONENTS=$v HWLOC_FSROOT=$v HWLOC_THISSYSTEM=$v HWLOC_PLUGINS_PATH=$v
+        exec srun --chdir=/tmp "$@"' - "$value_file" "$@"
+    OUT=$(sort <<<"$OUT")
+}
+
+c_hostile_hwloc_env() {
+    local nl=$E2E_DIR/work/nl-value v
+    printf 'xml\ninjected: %s' "$FIX_SNC" >"$nl" && chmod 644 "$nl"
+    for v in "$BIG" "$nl"; do
+        # Live discovery through slurmd's cache, live discovery in the step, the admin's XML:
+        # each maps as if the job had set nothing.
+        set_plugstack "config=$LOAD_CONF"
+        hostile_env_run "$v" -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE"
+        expect_rc 0 && expect_live 1 || { echo "(cache, $v)"; return 1; }
+        set_plugstack "config=$NOCACHE_CONF"
+        hostile_env_run "$v" -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE"
+        expect_rc 0 && expect_live 1 || { echo "(live in the step, $v)"; return 1; }
+        set_plugstack "topology=$FIX"
+        hostile_env_run "$v" -n 2 --map-by-device=gpu "$PROBE"
+        expect_rc 0 && expect_out "$GPU_LINES" || { echo "(topology=, $v)"; return 1; }
+    done
+    # A megabyte does not reach Slurm at all: the kernel refuses the exec (E2BIG).
+    local mb=$E2E_DIR/work/mb-value
+    big "$mb" 1048576 ""
+    hostile_env_run "$mb" -n 1 true
+    expect_rc 126 && expect_err "Argument list too long" || return 1
+    set_plugstack "config=$LOAD_CONF"
+    node_idle
+}
+
+c_hostile_option_env() {
+    set_plugstack "config=$LOAD_CONF"
+    local before
+    before=$(job_count)
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" bash -c \
+        "$OPTION_ENV=\$(<\"\$1\") exec srun --chdir=/tmp -n 1 true" - "$BIG_SPEC"
+    expect_rc 1 && one_line_error "is longer than 1024 bytes" || return 1
+    run as_nobody env "$OPTION_ENV=gpu:verbose"$'\n'"injected: 1" srun --chdir=/tmp -n 1 true
+    expect_rc 1 && one_line_error 'invalid --map-by-device="gpu:verbose\ninjected: 1"' || return 1
+    run as_nobody env "$OPTION_ENV=gpu:ndev=18446744073709551616" srun --chdir=/tmp -n 1 true
+    expect_rc 1 && one_line_error 'bad value "18446744073709551616" for ndev: expected a whole number from 1 to 65536' ||
+        return 1
+    # The same values on the command line.
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" bash -c \
+        'exec srun --chdir=/tmp -n 1 --map-by-device="$(<"$1")" true' - "$BIG_SPEC"
+    expect_rc 1 && one_line_error "is longer than 1024 bytes" || return 1
+    run as_nobody srun --chdir=/tmp -n 1 --map-by-device=$'gpu\ninjected: 1' true
+    expect_rc 1 && one_line_error 'invalid --map-by-device="gpu\ninjected: 1"' || return 1
+    [[ $(job_count) == "$before" ]] || { echo "a refused submission created a job"; return 1; }
+    node_idle && hprobe -n 1 --map-by-device="$LIVE_TARGET" && expect_rc 0 && expect_live 1
+}
+
+c_hostile_sbatch_lines() {
+    set_plugstack "config=$LOAD_CONF"
+    local w=$E2E_DIR/work before
+    before=$(job_count)
+    # A megabyte #SBATCH line: refused by sbatch, quoted in 60 characters.
+    { printf '#!/bin/bash\n#SBATCH --map-by-device=gpu:'; head -c 1048576 /dev/zero | tr '\0' v; printf '\ntrue\n'; } >"$w/mb.sh"
+    chmod 644 "$w/mb.sh"
+    run as_nobody sbatch --chdir=/tmp "$w/mb.sh"
+    expect_rc 1 && one_line_error "is longer than 1024 bytes" || return 1
+    # A NUL byte in the script: Slurm refuses the script itself before the plugin sees it
+    # (its own words, which differ between releases).
+    printf '#!/bin/bash\n#SBATCH --map-by-device=gpu\0:bogus\ntrue\n' >"$w/nul.sh"
+    chmod 644 "$w/nul.sh"
+    run as_nobody sbatch --chdir=/tmp "$w/nul.sh"
+    expect_rc 1 && expect_no_err "map-by-device" || return 1
+    [[ $(job_count) == "$before" ]] || { echo "a refused submission created a job"; return 1; }
+    node_idle && hprobe -n 1 --map-by-device="$LIVE_TARGET" && expect_rc 0 && expect_live 1
+}
+
+c_hostile_both_forms() {
+    # Slurm's precedence (sbatch(1)): the environment overrides #SBATCH lines, the command
+    # line overrides both. The plugin sees one value, the winner's, and checks it.
+    set_plugstack "topology=$FIX"
+    local w=$E2E_DIR/work
+    both_forms() { # SBATCH-SPEC ENV-SPEC OUTFILE
+        printf '#!/bin/bash\n#SBATCH --map-by-device=%s\n#SBATCH -n 2\n#SBATCH --output=%s\nsrun %s | sort\n' \
+            "$1" "$3" "$PROBE" >"$w/both.sh"
+        chmod 644 "$w/both.sh"
+        rm -f "$3"
+        run as_nobody env "$OPTION_ENV=$2" sbatch --wait --chdir=/tmp "$w/both.sh"
+    }
+    both_forms gpu network "$w/both1.out"
+    expect_rc 0 || return 1
+    OUT=$(<"$w/both1.out") && expect_out "$NET_LINES" || return 1
+    # A bad #SBATCH value replaced by a good environment form is never used, nor checked.
+    both_forms gpu:bogus network "$w/both2.out"
+    expect_rc 0 || return 1
+    OUT=$(<"$w/both2.out") && expect_out "$NET_LINES" || return 1
+    # A bad environment form is refused even when #SBATCH is good.
+    both_forms network gpu:bogus "$w/both3.out"
+    expect_rc 1 && one_line_error 'invalid --map-by-device=gpu:bogus: unknown qualifier "bogus"' || return 1
+    # srun: the command line wins over the environment form.
+    run as_nobody env "$OPTION_ENV=network" srun --chdir=/tmp -n 2 --map-by-device=gpu "$PROBE"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$GPU_LINES" && node_idle
+}
+
+c_hostile_world_writable_cache_dir() {
+    # The admin put cache_dir in a world-writable (sticky) directory of root's; a user plants
+    # symlinks named like the cache's files, pointing at a file root must not touch.
+    local ww=$E2E_DIR/wwcache victim=$E2E_DIR/victim-file conf=$E2E_DIR/etc/ww.toml ok=0
+    mkdir -p "$ww" && chmod 1777 "$ww" && echo precious >"$victim" && chmod 644 "$victim" || return 1
+    runuser -u nobody -- ln -s "$victim" "$ww/topology.json" || return 1
+    runuser -u nobody -- ln -s "$victim" "$ww/topology.lock" || return 1
+    printf 'cache_dir = "%s"\n' "$ww" >"$conf" && chmod 644 "$conf"
+    set_plugstack "config=$conf"
+    e2e_slurmd_stop
+    log_mark
+    e2e_slurmd_start || return 1
+    log_has "cache_dir: the directory $ww is writable by group or others (mode 1777)" || ok=1
+    [[ $(cat "$victim") == precious && $(stat -c '%U %a' "$victim") == "root 644" ]] ||
+        { echo "root changed the symlinks' target: $(stat -c '%U %a' "$victim")"; ok=1; }
+    [[ -L $ww/topology.json && -L $ww/topology.lock ]] || { echo "root removed the user's symlinks"; ok=1; }
+    # Steps do not trust it either, discover the node and map.
+    log_mark
+    run as_nobody srun --chdir=/tmp -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE"
+    expect_rc 0 && expect_live 1 || ok=1
+    log_has "the directory $ww is writable by group or others (mode 1777)" || ok=1
+    run cargo run --quiet --manifest-path "$E2E_ROOT/Cargo.toml" --bin map-by-device -- check --config "$conf"
+    expect_out_has "the directory $ww is writable by group or others (mode 1777)" || ok=1
+    rm -rf "$ww" "$victim"
+    set_plugstack "config=$LOAD_CONF"
+    e2e_slurmd_stop && e2e_slurmd_start && node_idle || return 1
+    hprobe -n 1 --map-by-device="$LIVE_TARGET"
+    expect_rc 0 && expect_live 1 || ok=1
+    return $ok
+}
+
+# --- Cases: faults -------------------------------------------------------------------------------
+
+fault_setup() {
+    load_setup
+    CACHE_FILE=$CACHE_DIR/topology.json
+}
+
+c_fault_slurmd_restart() {
+    set_plugstack "config=$LOAD_CONF"
+    local w=$E2E_DIR/work/restart ok=0 how
+    mkdir -p "$w"
+    for how in stop kill; do
+        rm -f "$w"/*
+        # Two steps that outlive slurmd: one from the cache, one from topology= (a job's
+        # own plugstack line is read when it starts).
+        srun -n 1 --map-by-device="$LIVE_TARGET" bash -c "$HPROBE; sleep 8" >"$w/a.out" 2>"$w/a.err" &
+        local a=$!
+        e2e_wait_for "[[ -s '$w/a.out' ]]" 30 || { echo "the first step did not start"; ok=1; }
+        if [[ $how == stop ]]; then e2e_slurmd_stop; else
+            kill -KILL "${E2E_PIDS[slurmd]}"
+            wait "${E2E_PIDS[slurmd]}" 2>/dev/null
+            unset "E2E_PIDS[slurmd]"
+        fi
+        log_mark
+        e2e_slurmd_start || return 1
+        wait "$a"
+        RC=$? OUT=$(<"$w/a.out") ERR=$(<"$w/a.err")
+        expect_rc 0 && expect_live 1 || { echo "(the step that ran while slurmd was ${how}ped)"; ok=1; }
+        # The new slurmd rewrote the cache; the next step reads it.
+        [[ $(jq -r .writer_pid "$CACHE_FILE" 2>/dev/null) == "${E2E_PIDS[slurmd]}" ]] ||
+            { echo "the restarted slurmd did not rewrite the cache ($how)"; ok=1; }
+        log_mark
+        hprobe -n 1 --map-by-device="$LIVE_TARGET"
+        expect_rc 0 && expect_live 1 && log_has "topology from slurmd's cache $CACHE_FILE" || ok=1
+    done
+    node_idle || ok=1
+    return $ok
+}
+
+# spoil WHAT SETUP UNDO: SETUP spoils the cache between steps; the next step (as nobody)
+# must say WHAT in slurmd.log, discover the node live and map; UNDO restores the cache and
+# the step after that reads it again.
+spoil() {
+    local what=$1 setup=$2 undo=$3
+    cp -p "$CACHE_FILE" "$E2E_DIR/work/cache.saved"
+    eval "$setup"
+    log_mark
+    run as_nobody srun --chdir=/tmp -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE"
+    local rc=$RC out=$OUT err=$ERR
+    eval "$undo"
+    RC=$rc OUT=$out ERR=$err
+    expect_rc 0 && expect_live 1 || { echo "(after: $setup)"; return 1; }
+    log_has "$what" && log_has "discovering the node live" || { echo "(after: $setup)"; return 1; }
+    log_mark
+    hprobe -n 1 --map-by-device="$LIVE_TARGET"
+    expect_rc 0 && expect_live 1 && log_has "topology from slurmd's cache $CACHE_FILE"
+}
+
+c_fault_cache_spoiled() {
+    set_plugstack "config=$LOAD_CONF"
+    local saved=$E2E_DIR/work/cache.saved
+    # Truncated in place (the same file, slurmd's lock still held).
+    spoil "not a cache this plugin can read (EOF while parsing" \
+        "truncate -s 100 '$CACHE_FILE'" "cat '$saved' >'$CACHE_FILE'" || return 1
+    # Replaced by another file: garbage, then a copy of a stopped slurmd's cache.
+    spoil "not a cache this plugin can read (expected value" \
+        "printf 'garbage' >'$CACHE_FILE.new' && chmod 644 '$CACHE_FILE.new' && mv '$CACHE_FILE.new' '$CACHE_FILE'" \
+        "cp -p '$saved' '$CACHE_FILE.new' && mv '$CACHE_FILE.new' '$CACHE_FILE'" || return 1
+    spoil "no running slurmd holds it" \
+        "jq -c '.lock = \"0:1\"' '$saved' >'$CACHE_FILE.new' && chmod 644 '$CACHE_FILE.new' && mv '$CACHE_FILE.new' '$CACHE_FILE'" \
+        "cp -p '$saved' '$CACHE_FILE.new' && mv '$CACHE_FILE.new' '$CACHE_FILE'" || return 1
+    # Unreadable by the job's user.
+    spoil "Permission denied" "chmod 600 '$CACHE_FILE'" "chmod 644 '$CACHE_FILE'" || return 1
+    node_idle
+}
+
+c_fault_topology_removed() {
+    local topo=$E2E_TOPO/removable.xml ok=0
+    cp "$FIX" "$topo" && chmod 644 "$topo"
+    set_plugstack "topology=$topo default=gpu"
+    e2e_slurmd_stop && e2e_slurmd_start || return 1
+    rm -f "$topo"
+    # The job's own request: refused with the file's name, once.
+    probe -n 2 --map-by-device=gpu
+    expect_rc 1 && one_line_error "cannot use topology=$topo: $topo does not exist" || ok=1
+    # The admin's default: the job runs unmapped, slurmd.log says why.
+    log_mark
+    probe -n 2
+    expect_rc 0 && expect_out "$UNMAPPED_LINES" && log_has "cannot use topology=$topo" || ok=1
+    # Back: mapped again, no restart needed.
+    cp "$FIX" "$topo" && chmod 644 "$topo"
+    probe -n 2 --map-by-device=gpu
+    expect_rc 0 && expect_out "$GPU_LINES" || ok=1
+    rm -f "$topo"
+    set_plugstack "config=$LOAD_CONF"
+    e2e_slurmd_stop && e2e_slurmd_start && node_idle || return 1
+    return $ok
+}
+
+# without_second_gpu IN OUT: IN with the second GPU's PCI function (0000:65:00.0) removed,
+# as if it had been unplugged.
+without_second_gpu() {
+    python3 - "$1" "$2" <<'PY'
+import sys, xml.etree.ElementTree as ET
+tree = ET.parse(sys.argv[1])
+for parent in tree.iter():
+    for child in list(parent):
+        if child.get("type") == "PCIDev" and child.get("pci_busid") == "0000:65:00.0":
+            parent.remove(child)
+tree.write(sys.argv[2], encoding="UTF-8", xml_declaration=True)
+PY
+    chmod 644 "$2"
+}
+
+c_fault_devices_vanish() {
+    local topo=$E2E_TOPO/unplug.xml ok=0
+    cp "$FIX" "$topo" && chmod 644 "$topo"
+    set_plugstack "topology=$topo"
+    probe -n 2 --map-by-device=gpu
+    expect_rc 0 && expect_out "$GPU_LINES" || return 1
+    # The second GPU is unplugged and topology= edited between two steps.
+    without_second_gpu "$FIX" "$topo.new" && mv -f "$topo.new" "$topo"
+    probe -n 2 --map-by-device=gpu
+    expect_rc 1 && one_line_error "2 tasks with ndev=1 need 2 gpu devices" && expect_err "has 1 to give" || ok=1
+    probe -n 1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" - -)" || ok=1
+    # The cache rewritten without the node's PCI devices: the job's request is refused, the
+    # admin's default steps aside (the task runs unmapped, slurmd.log says why).
+    set_plugstack "config=$LOAD_CONF"
+    cp -p "$CACHE_DIR/topology.json" "$E2E_DIR/work/cache.saved"
+    jq -c '.topology.pci = [] | .topology.loose = []' "$E2E_DIR/work/cache.saved" >"$CACHE_DIR/topology.json"
+    hprobe -n 1 --map-by-device="$LIVE_TARGET"
+    expect_rc 1 && one_line_error "has no $LIVE_TARGET devices" || ok=1
+    set_plugstack "config=$LOAD_CONF default=$LIVE_TARGET"
+    log_mark
+    hprobe -n 1
+    expect_rc 0 && expect_unmapped && log_has "has no $LIVE_TARGET devices" || ok=1
+    cat "$E2E_DIR/work/cache.saved" >"$CACHE_DIR/topology.json"
+    set_plugstack "config=$LOAD_CONF"
+    hprobe -n 1 --map-by-device="$LIVE_TARGET"
+    expect_rc 0 && expect_live 1 || ok=1
+    rm -f "$topo"
+    node_idle || ok=1
+    return $ok
+}
+
+c_fault_gres_gpu_vanished() {
+    # Slurm still hands out two GPUs (gres.conf), the topology now has one.
+    local topo=$E2E_TOPO/unplug-gres.xml ok=0
+    without_second_gpu "$FIX" "$topo"
+    set_plugstack "topology=$topo"
+    probe -n 2 --gres=gpu:2 --map-by-device=gpu
+    expect_rc 1 && one_line_error "Slurm allocated GPU index 1 to the step, but node" &&
+        expect_err "has only 1 GPUs in its topology" || ok=1
+    probe -n 1 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" - -)" || ok=1
+    rm -f "$topo"
+    node_idle || ok=1
+    return $ok
+}
+
+# --- Cases: panics across the FFI boundary (test-hooks build) ------------------------------------
+
+panic_setup() {
+    build_hooks_plugin || return 1
+    e2e_install_plugin "$HOOKS_PLUGIN"
+    PANIC_FILE=$E2E_DIR/work/panic
+    : >"$PANIC_FILE" && chmod 644 "$PANIC_FILE"
+    # slurmd (and every slurmstepd it starts) and this shell's sruns read it.
+    export MBD_TEST_PANIC_FILE=$PANIC_FILE
+    set_plugstack "topology=$FIX"
+}
+
+panic_at() { echo "$1" >"$PANIC_FILE"; }
+
+# panic_seen POINT: notes srun's exit status and the plugin's line for the summary.
+panic_seen() {
+    local said
+    said=$(grep -m1 -F "forced panic" <<<"$ERR" | sed 's/.*map-by-device: /map-by-device: /')
+    [[ -n $said ]] || said="(terminal: $(grep -m1 -v '^$' <<<"$ERR"); slurmd.log has the message)"
+    FIGURES+=("panic in $1: srun exit $RC; $said")
+}
+
+# after_panic: the node is idle and an ordinary mapped step works with no panic asked for.
+after_panic() {
+    : >"$PANIC_FILE"
+    node_idle && probe -n 2 --map-by-device=gpu && expect_rc 0 && expect_out "$GPU_LINES"
+}
+
+c_panic_srun_hooks() {
+    local point words
+    for point in option@local init@local init_post_opt@local; do
+        case $point in
+            option@local) words="map-by-device: internal error in the --map-by-device option callback: test-hooks: forced panic in option (local)" ;;
+            init@local) words="map-by-device: internal error in init: test-hooks: forced panic in init (local)" ;;
+            init_post_opt@local) words="map-by-device: internal error in init_post_opt: test-hooks: forced panic in init_post_opt (local)" ;;
+        esac
+        panic_at "$point"
+        log_mark
+        local before
+        before=$(job_count)
+        probe -n 2 --map-by-device=gpu
+        expect_fail && no_abort && one_line_error "$words" || { echo "($point)"; return 1; }
+        [[ $(job_count) == "$before" ]] || { echo "($point) a job was created"; return 1; }
+        panic_seen "$point"
+    done
+    # sbatch and salloc run the same hooks.
+    panic_at option@allocator
+    run sbatch --map-by-device=gpu --wrap true
+    expect_fail && no_abort && expect_err "forced panic in option" || return 1
+    after_panic
+}
+
+c_panic_step_hooks() {
+    local point
+    for point in init@remote user_init@remote task_init@remote option@remote; do
+        panic_at "$point"
+        log_mark
+        probe -n 2 --map-by-device=gpu
+        expect_fail && no_abort || { echo "($point)"; return 1; }
+        # The message: on the terminal (task_init reports user_init's) or in slurmd.log.
+        local hook=${point%@*} words
+        words="test-hooks: forced panic in $hook (remote)"
+        grep -qF -- "$words" <<<"$ERR" || log_has "$words" || { echo "($point) no message"; show; return 1; }
+        panic_seen "$point"
+        after_panic || { echo "(after $point)"; return 1; }
+    done
+    # user_init in a step that asked for nothing: the step runs, unmapped.
+    panic_at user_init@remote
+    log_mark
+    probe -n 2
+    expect_rc 0 && expect_out "$UNMAPPED_LINES" && log_has "internal error in user_init" || return 1
+    after_panic
+}
+
+c_panic_slurmd_hooks() {
+    # init in slurmd: logged, slurmd goes on (a failing init would stop it).
+    panic_at init@slurmd
+    e2e_slurmd_stop
+    log_mark
+    e2e_slurmd_start || { echo "slurmd did not start after a panic in its init"; return 1; }
+    log_has "internal error in init: test-hooks: forced panic in init (slurmd)" && log_has "slurmd goes on" || return 1
+    after_panic || return 1
+    # slurmd_exit: logged, slurmd exits normally.
+    panic_at slurmd_exit@slurmd
+    local pid=${E2E_PIDS[slurmd]} status
+    log_mark
+    kill -TERM "$pid"
+    wait "$pid"
+    status=$?
+    unset "E2E_PIDS[slurmd]"
+    ((status == 0)) || { echo "slurmd exited with status $status after a panic in slurmd_exit"; return 1; }
+    log_has "internal error in slurmd_exit: test-hooks: forced panic in slurmd_exit (slurmd)" || return 1
+    : >"$PANIC_FILE"
+    e2e_slurmd_start && after_panic
+}
+
+# --- Phases --------------------------------------------------------------------------------
+
+LOAD_CASES=(
+    "load: consecutive mapped steps, footprint flat|c_load_consecutive"
+    "load: 20 concurrent sruns (mapped, unmapped, refused), footprint flat|c_load_concurrent"
+)
+
+HOSTILE_CASES=(
+    "hostile: HWLOC_* at 128 kB or with a newline change nothing (cache, live, topology=); 1 MB never reaches Slurm|c_hostile_hwloc_env"
+    "hostile: the option at 128 kB, with a newline, ndev=2^64 (environment form, command line): one line, no job|c_hostile_option_env"
+    "hostile: a 1 MB #SBATCH line and a NUL in a script are refused before a job exists|c_hostile_sbatch_lines"
+    "hostile: a spec in #SBATCH and in the environment form: Slurm's precedence, the winner checked|c_hostile_both_forms"
+    "hostile: a world-writable cache_dir with planted symlinks: refused by root, targets untouched|c_hostile_world_writable_cache_dir"
+)
+
+FAULT_CASES=(
+    "fault: slurmd stopped or killed while a step runs: the step ends mapped, the new slurmd's cache is used|c_fault_slurmd_restart"
+    "fault: the cache truncated, replaced or unreadable between steps: live discovery, said in slurmd.log|c_fault_cache_spoiled"
+    "fault: topology= removed after slurmd started: the request refused, the default unmapped, then back|c_fault_topology_removed"
+    "fault: devices vanish from topology= or from the cache: refused or unmapped as documented|c_fault_devices_vanish"
+)
+
+FAULT_GRES_CASES=(
+    "fault (gres): Slurm gives a GPU the topology no longer has: refused with both counts|c_fault_gres_gpu_vanished"
+)
+
+PANIC_CASES=(
+    "panic: in srun's option callback, init, init_post_opt (and sbatch's callback): error, no abort|c_panic_srun_hooks"
+    "panic: in slurmstepd's init, user_init, task_init, option callback: error, no abort|c_panic_step_hooks"
+    "panic: in slurmd's init and slurmd_exit: logged, slurmd starts and stops normally|c_panic_slurmd_hooks"
+)
+
+main() {
+    local t0=$SECONDS
+    if [[ $(id -u) != 0 ]]; then
+        echo "tests/e2e/hardening.sh starts slurmd and slurmctld: run it as root" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    FIGURES=()
+    e2e_install_packages || abort "installing the Debian packages"
+    e2e_build_plugin || abort "building the plugin"
+    cases_fixtures
+    cases_init
+    HPROBE=$E2E_DIR/work/hprobe.sh
+    cat >"$HPROBE" <<'EOF'
+#!/bin/bash
+# One line per task: its CPUs and the variables a gpu or network mapping sets ("-": unset).
+out="task=$SLURM_LOCALID cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2)"
+for v in CUDA_VISIBLE_DEVICES PMIX_DEVICE_ID; do
+    val=$(printenv "$v")
+    out+=" $v=${val:--}"
+done
+echo "$out"
+EOF
+    chmod 755 "$HPROBE"
+    # What live discovery maps here: the first class this machine has one device of.
+    LIVE_TARGET=""
+    local t
+    for t in network block; do
+        grep -q "^$t " <<<"$LIVE_DEVICES" && { LIVE_TARGET=$t; break; }
+    done
+    [[ -n $LIVE_TARGET ]] || abort "live discovery finds no network or block device here (map-by-device devices)"
+    # Its locality and PMIx id, from the CLI's plan on this machine ("...; cpus 0-1; ... PMIX_DEVICE_ID=...").
+    local plan
+    plan=$(cd "$E2E_ROOT" && cargo run --quiet --bin map-by-device -- plan -n 1 "$LIVE_TARGET")
+    LIVE_CPUS=$(sed -nE 's/^task 0 .*; cpus ([^;]*);.*/\1/p' <<<"$plan")
+    LIVE_PMIX=$(sed -nE 's/.*PMIX_DEVICE_ID=([^ ]*).*/\1/p' <<<"$plan")
+    [[ -n $LIVE_CPUS && -n $LIVE_PMIX ]] || abort "no plan for $LIVE_TARGET here: $plan"
+
+    run_phase affinity load_setup "${LOAD_CASES[@]}"
+    run_phase affinity hostile_setup "${HOSTILE_CASES[@]}"
+    run_phase affinity fault_setup "${FAULT_CASES[@]}"
+    if e2e_cgroup_v1_available; then
+        run_phase gres - "${FAULT_GRES_CASES[@]}"
+    else
+        NOTES+=("the GRES fault case was skipped: no cgroup v1 cpuset/freezer hierarchy mounted here")
+    fi
+    run_phase affinity panic_setup "${PANIC_CASES[@]}"
+    unset MBD_TEST_PANIC_FILE
+    [[ -n ${HOOKS_PLUGIN:-} ]] && e2e_install_plugin "$E2E_PLUGIN_BUILT"
+    local f
+    for f in "${FIGURES[@]}"; do NOTES+=("$f"); done
+    NOTES+=("hardening took $((SECONDS - t0)) s")
+    summary
+    ((FAILED == 0))
+}
+
+main "$@"
