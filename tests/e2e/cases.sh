@@ -14,6 +14,8 @@ PASSED=0
 FAILED=0
 FAILED_NAMES=()
 NOTES=()
+# What could not run here and why: printed as "skipped: ..." lines, which scripts/test-all.sh counts.
+SKIPS=()
 
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
 FIX_DRM=$E2E_ROOT/topologies/e2e-2gpu-drm.xml
@@ -174,6 +176,7 @@ summary() {
     fi
     local n
     for n in "${NOTES[@]}"; do printf 'note: %s\n' "$n"; done
+    for n in "${SKIPS[@]}"; do printf 'skipped: %s\n' "$n"; done
     echo "$PASSED passed, $FAILED failed"
 }
 

@@ -690,7 +690,7 @@ EOF
     if e2e_cgroup_v1_available; then
         run_phase gres - "${FAULT_GRES_CASES[@]}"
     else
-        NOTES+=("the GRES fault case was skipped: no cgroup v1 cpuset/freezer hierarchy mounted here")
+        SKIPS+=("the GRES fault case: no cgroup v1 cpuset/freezer hierarchy mounted here")
     fi
     run_phase affinity panic_setup "${PANIC_CASES[@]}"
     unset MBD_TEST_PANIC_FILE

@@ -23,9 +23,11 @@ E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # holds hwloc's PCI discovery on Debian (without it a live node shows no GPU or adapter), its
 # gl component that the security cases prove is never run, and its libxml2 importer (the
 # fixtures do not need it: they load with hwloc's own parser too); python3: the security
-# cases' fake X server. (tests/browser/run.sh adds chromium for the pictures' browser test.)
+# cases' fake X server; procps: pgrep/ps, with which the suites prove that nothing is left
+# running (a minbase root has none, and a check that cannot look would pass without looking).
+# (tests/browser/run.sh adds chromium for the pictures' browser test.)
 E2E_PACKAGES=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev libclang-dev libhwloc-dev
-    libhwloc-plugins libudev-dev pkg-config build-essential ca-certificates jq hostname python3)
+    libhwloc-plugins libudev-dev pkg-config build-essential ca-certificates jq hostname python3 procps)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""

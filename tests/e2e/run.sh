@@ -318,7 +318,7 @@ c_hwloc_env_topology() {
 
 c_hwloc_env_live() {
     if [[ $LIVE_GPUS != 0 ]]; then
-        NOTES+=("skipped the live HWLOC_XMLFILE case: this machine has GPUs, it needs one without")
+        SKIPS+=("the live HWLOC_XMLFILE case: this machine has GPUs, it needs one without")
         return 0
     fi
     # Live discovery: a job's HWLOC_XMLFILE must not make the plugin see the fixture's GPUs.
@@ -333,7 +333,7 @@ c_hwloc_env_live() {
 
 c_soft_default() {
     if [[ $LIVE_GPUS != 0 ]]; then
-        NOTES+=("skipped the soft-default case: this machine has GPUs, it needs one without")
+        SKIPS+=("the soft-default case: this machine has GPUs, it needs one without")
         return 0
     fi
     set_plugstack "default=gpu"
@@ -666,7 +666,7 @@ c_cache_used() {
     log_mark
     run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" srun --chdir=/tmp -n 1 --map-by-device=gpu true
     log_has "topology from slurmd's cache $CACHE_FILE" || return 1
-    ((LIVE_NET > 0)) || { NOTES+=("cache content check skipped: no network device found live here"); return 0; }
+    ((LIVE_NET > 0)) || { SKIPS+=("cache content check: no network device found live here"); return 0; }
     # The steps map from the file's contents: without its PCI devices (rewritten in place,
     # so slurmd's lock stays), the network device is gone.
     local saved=$E2E_DIR/work/topology.json.saved
@@ -1138,7 +1138,7 @@ EOF
         run_phase cgroup - "${CGROUP_CASES[@]}"
         run_phase gres - "${GRES_CASES[@]}"
     else
-        NOTES+=("task/cgroup and GRES cases skipped: no cgroup v1 cpuset/freezer hierarchy mounted here")
+        SKIPS+=("task/cgroup and GRES cases: no cgroup v1 cpuset/freezer hierarchy mounted here")
     fi
     run_phase affinity-real cache_setup "${CACHE_CASES[@]}"
     run_phase affinity-real security_setup "${SECURITY_CASES[@]}"
