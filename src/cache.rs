@@ -23,8 +23,8 @@
 //!   device and inode. A user can lock a file they can read (the earlier design locked the
 //!   0644 cache file itself, so any user could keep a crashed slurmd's file trusted); nobody
 //!   but root can lock this one. `/proc/locks` is the slow proof: its first read in a process
-//!   waits for an RCU grace period (about 10 ms measured here, per step), which is why it is
-//!   only the fallback.
+//!   took about 10 ms on these machines (later reads in the same process take microseconds),
+//!   and every step is a fresh process, which is why it is only the fallback.
 //!   Anything else: the caller discovers the node live and logs why.
 //!
 //! The path comes from the admin's config only (`cache_dir`), never from the job.
