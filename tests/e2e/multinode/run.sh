@@ -268,6 +268,8 @@ c_het_differ() {
     expect_fail && expect_err 'component 0: "gpu", component 1: not given' || return 1
     run sbatch -w node1 -n1 --map-by-device=gpu : -w node2 -n1 --map-by-device=network --wrap true
     expect_fail && expect_err 'component 0: "gpu", component 1: "network"' || return 1
+    run salloc -w node1 -n1 --map-by-device=gpu : -w node2 -n1 --map-by-device=network true
+    expect_fail && expect_err 'component 0: "gpu", component 1: "network"' || return 1
     [[ $(job_count) == "$before" ]] || { echo "a refused heterogeneous submission created a job"; squeue -t all; return 1; }
 }
 
@@ -458,7 +460,7 @@ CASES=(
     "a node without GPUs, explicit spec: the whole step fails naming node3|c_missing_class_explicit"
     "a node without GPUs, admin default: unmapped there, mapped on node1|c_missing_class_default"
     "a node without the plugstack line runs the step unmapped; slurmd says so|c_no_plugstack_line"
-    "heterogeneous (defect 1): differing specs are refused in srun/sbatch|c_het_differ"
+    "heterogeneous (defect 1): differing specs are refused in srun/sbatch/salloc|c_het_differ"
     "heterogeneous (defect 1): one spec (option or environment) maps each component|c_het_same"
     "refusal (defect 2): node2's refusal ends node1's task promptly, as root and nobody|c_refusal_ends_step"
     "refusal (defect 2): a heterogeneous step ends in every component|c_refusal_ends_het_step"
