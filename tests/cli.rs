@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
 
+mod common;
+
+use common::contains_all;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -56,13 +59,6 @@ fn refused(args: &[&str]) -> String {
     err
 }
 
-/// Asserts that `out` contains every one of `needles`, naming the first one missing.
-fn contains_all(out: &str, needles: &[&str]) {
-    for needle in needles {
-        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
-    }
-}
-
 fn keys(v: &Value) -> BTreeSet<&str> {
     v.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default()
 }
@@ -92,7 +88,7 @@ impl TempDir {
         match map_by_device::trusted_fs::TrustedDir::open_or_create(&dir, 0o755) {
             Ok(_) => Some(TempDir(dir)),
             Err(e) => {
-                println!("skipped: config files the plugin would trust cannot be made here ({e})");
+                common::skip_line(&format!("config files the plugin would trust cannot be made here ({e})"));
                 let _ = std::fs::remove_dir_all(&dir);
                 None
             }
@@ -638,14 +634,15 @@ fn check_names_the_release_and_refuses_another() {
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let out = stdout(&o);
     let other_series = format!("{}.{:02}", other >> 16, (other >> 8) & 0xff);
-    for needle in [
-        format!("was built for Slurm {other_series}"),
-        format!("but this node runs Slurm {series}."),
-        "(slurmd -V): Slurm refuses to load it (\"Incompatible Slurm plugin version\")".to_string(),
-        format!("install the map-by-device package built for Slurm {series}"),
-    ] {
-        assert!(out.contains(&needle), "{needle:?} not in:\n{out}");
-    }
+    contains_all(
+        &out,
+        &[
+            format!("was built for Slurm {other_series}"),
+            format!("but this node runs Slurm {series}."),
+            "(slurmd -V): Slurm refuses to load it (\"Incompatible Slurm plugin version\")".to_string(),
+            format!("install the map-by-device package built for Slurm {series}"),
+        ],
+    );
     // Not an ELF file at all.
     std::fs::write(&plugin, "not really a plugin").unwrap();
     let out = stdout(&run(&["check", "--topology", &turin, "--plugstack", &conf]));

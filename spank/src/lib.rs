@@ -32,6 +32,7 @@ mod step;
 use map_by_device::config::Config;
 use map_by_device::report;
 use map_by_device::spec::Spec;
+use map_by_device::text;
 use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle};
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -298,7 +299,7 @@ unsafe impl Plugin for MapByDevice {
             let text = user_spec()?;
             if let Some(text) = &text {
                 Spec::parse(text)
-                    .map_err(|e| HookError::Report(format!("invalid --{OPTION}={}: {e}", report::excerpt(text))))?;
+                    .map_err(|e| HookError::Report(format!("invalid --{OPTION}={}: {e}", text::excerpt(text))))?;
             }
             // Called once per component of a heterogeneous job: each must say the same.
             FORGET_OPTION.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -618,7 +619,7 @@ fn user_spec() -> Result<Option<String>, HookError> {
             Ok(s) => Ok(Some(s.trim().to_string())),
             Err(v) => Err(HookError::Report(format!(
                 "--{OPTION} value is not UTF-8: {}",
-                report::excerpt(&v.to_string_lossy())
+                text::excerpt(&v.to_string_lossy())
             ))),
         },
     }
