@@ -446,6 +446,28 @@ fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
 
 /// `check`: resolves the settings as the plugin would, loads the node, and reports.
 fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
+    flags_name_files(args)?;
+    let (plugstack, found) = plugstack_findings(args);
+    let setup = plugin_setup(args, plugstack.as_deref(), &found)?;
+    let (config, configured) = match &setup {
+        Setup::Configured { config: Ok(c), .. } => (c.clone(), true),
+        _ => (Config::default(), false),
+    };
+    let node = node_with(&args.source, &config, configured).map_err(|e| e.to_string());
+    let input = CheckInput {
+        node: node.as_ref().map_err(Clone::clone),
+        topology_source: topology_source(&args.source, &config),
+        cache: cache_probe(args, &setup, &config, configured),
+        slurm: slurm_of(&setup),
+        setup,
+        problems: found.problems,
+    };
+    let report = check::check(&input);
+    Ok((report.text, report.ready))
+}
+
+/// The files `check` is told to read exist (a typo is a usage error, not a report).
+fn flags_name_files(args: &CheckArgs) -> Result<(), CliError> {
     for (flag, path) in [("--plugstack", &args.plugstack), ("--config", &args.config)] {
         if let Some(p) = path {
             if let Err(source) = std::fs::metadata(p) {
@@ -453,6 +475,12 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
             }
         }
     }
+    Ok(())
+}
+
+/// The plugstack.conf to read (`--plugstack`, else this machine's unless the check is of
+/// a config file or another node's topology) and what its lines say about the plugin.
+fn plugstack_findings(args: &CheckArgs) -> (Option<PathBuf>, PlugstackFindings) {
     let plugstack = match &args.plugstack {
         Some(p) => Some(p.clone()),
         None if args.config.is_none() && args.source.topology.is_none() => Some(system_plugstack()),
@@ -466,7 +494,13 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
             found.files.push(format!("{} (which does not exist)", p.display()));
         }
     }
-    let setup = match (&plugstack, &args.config) {
+    (plugstack, found)
+}
+
+/// The plugin's settings: its plugstack line's arguments, with `--config` in place of its
+/// `config=`, read as the plugin reads them.
+fn plugin_setup(args: &CheckArgs, plugstack: Option<&Path>, found: &PlugstackFindings) -> Result<Setup, CliError> {
+    Ok(match (plugstack, &args.config) {
         (None, None) => Setup::NotExamined,
         (Some(_), None) if found.entries.is_empty() => Setup::NotEnabled { files: found.files.clone() },
         _ => {
@@ -488,22 +522,24 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
             let config = Config::from_plugin_args(&plugin_args).map_err(|e| e.to_string());
             Setup::Configured { entries: found.entries.clone(), origin, config }
         }
-    };
-    let (config, configured) = match &setup {
-        Setup::Configured { config: Ok(c), .. } => (c.clone(), true),
-        _ => (Config::default(), false),
-    };
-    let topology_source = match (&args.source.topology, &config.topology) {
+    })
+}
+
+/// Where the topology comes from, in words.
+fn topology_source(source: &Source, config: &Config) -> String {
+    match (&source.topology, &config.topology) {
         (Some(p), _) => format!("{} (--topology)", p.display()),
         (None, Some(p)) => format!("{} (topology= of the plugin's settings)", p.display()),
         (None, None) => "this machine (live hwloc discovery)".to_string(),
-    };
-    let node = node_with(&args.source, &config, configured);
-    // The cache is this machine's: looked at only when the node checked is this one and the
-    // settings use a cache (no topology=, cache not false).
-    let cache = match (configured, &args.source.topology, config.cache_dir()) {
+    }
+}
+
+/// The topology cache is this machine's: looked at only when the node checked is this one
+/// and the settings use a cache (no topology=, cache not false).
+fn cache_probe(args: &CheckArgs, setup: &Setup, config: &Config, configured: bool) -> Option<CacheProbe> {
+    match (configured, &args.source.topology, config.cache_dir()) {
         (true, None, Some(dir)) => {
-            let plugin = match &setup {
+            let plugin = match setup {
                 Setup::Configured { entries, .. } => {
                     entries.first().map(|e| PathBuf::from(&e.line.path)).filter(|p| p.is_absolute())
                 }
@@ -512,25 +548,18 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
             Some(probe_cache(&dir, plugin.as_deref()))
         }
         _ => None,
-    };
-    let node = node.map_err(|e| e.to_string());
-    let slurm = match &setup {
+    }
+}
+
+/// The node's Slurm release, looked for when a plugstack line names the plugin.
+fn slurm_of(setup: &Setup) -> Option<Result<NodeSlurm, String>> {
+    match setup {
         Setup::Configured { entries, .. } if !entries.is_empty() => {
             let paths: Vec<&Path> = entries.iter().map(|e| Path::new(&e.line.path)).collect();
             Some(node_slurm(&paths))
         }
         _ => None,
-    };
-    let input = CheckInput {
-        node: node.as_ref().map_err(Clone::clone),
-        topology_source,
-        setup,
-        problems: found.problems,
-        cache,
-        slurm,
-    };
-    let report = check::check(&input);
-    Ok((report.text, report.ready))
+    }
 }
 
 fn write_svg(path: &Path, svg: &str) -> Result<(), CliError> {
