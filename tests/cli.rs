@@ -370,6 +370,12 @@ fn refusals_name_the_next_keystroke() {
         err.contains("renderD128 at 0000:17:00.0") && err.contains("holds for renderD129 at 0000:ca:00.0"),
         "{err}"
     );
+    // The preview says which of its flags reads the driver files; the plugin's words (its
+    // config file's proc_root) stay for check, which checks the plugin's settings.
+    contains_all(&err, &["load the NVIDIA kernel driver and give the node's /proc with --proc-root DIR so that"]);
+    assert!(!err.contains("plugin config"), "{err}");
+    let check = stdout(&run(&["check", "--topology", &topo("drm-only.xml")]));
+    assert!(check.contains("set proc_root in the plugin config"), "{check}");
     // plan --help carries the grammar in short.
     let help = ok(&["plan", "--help"]);
     assert!(help.contains("SPEC: TARGET[:QUALIFIER[=VALUE]]...") && help.contains("map-by-device(8)"), "{help}");

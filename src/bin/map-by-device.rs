@@ -10,7 +10,7 @@ use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
 use map_by_device::device::{Device, ZeHierarchy};
 use map_by_device::node::Node;
-use map_by_device::plan::{plan, StepFacts};
+use map_by_device::plan::{plan, PlanError, StepFacts};
 use map_by_device::report;
 use map_by_device::slurm_release::{self, SlurmVersion};
 use map_by_device::spec::{Spec, Target};
@@ -562,6 +562,21 @@ fn slurm_of(setup: &Setup) -> Option<Result<NodeSlurm, String>> {
     }
 }
 
+/// A GPU identity refusal, in the preview's words: the plugin's fix names its config file's
+/// `proc_root`/`sys_root`; a preview reads driver files under `--proc-root`/`--sys-root`.
+/// (`check` keeps the plugin's words: it checks the plugin's settings.)
+fn preview_fix(e: PlanError) -> PlanError {
+    match e {
+        PlanError::NoIdentity { device, busid, host, problem, fix } => {
+            let fix = fix
+                .replace("set proc_root in the plugin config", "give the node's /proc with --proc-root DIR")
+                .replace("set sys_root in the plugin config", "give the node's /sys with --sys-root DIR");
+            PlanError::NoIdentity { device, busid, host, problem, fix }
+        }
+        other => other,
+    }
+}
+
 fn write_svg(path: &Path, svg: &str) -> Result<(), CliError> {
     std::fs::write(path, svg).map_err(|source| CliError::WriteSvg { path: path.to_path_buf(), source })
 }
@@ -597,7 +612,7 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
             let facts = facts_from(&args)?;
             let node = node_from(&args.source)?;
             facts_fit(&facts, &node)?;
-            let outcome = plan(&spec, &node, &facts);
+            let outcome = plan(&spec, &node, &facts).map_err(preview_fix);
             if let Some(path) = &args.svg {
                 write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
             }
