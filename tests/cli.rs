@@ -509,6 +509,32 @@ fn check_with_a_config_file() {
     assert!(out.contains("Default \"gpu:bind=core\" on this node, for a one-task step:"), "{out}");
     assert!(out.contains("task 0 on turin-h200: gpu 0000:06:00.0 cuda0 GPU-"), "{out}");
     assert!(out.contains("cpus 16,144"), "{out}");
+    // ... and for a step of one task per GPU and one more: what jobs of that size get.
+    contains_all(
+        &out,
+        &[
+            "and for larger steps on the whole node:\n",
+            "  4 tasks (one per gpu device here): maps, each task its own device: cuda0, cuda1, cuda2, cuda3\n",
+            "  5 tasks (one more than the gpu devices here): refused, so such jobs run unmapped: 5 tasks with ndev=1 \
+             need 5 gpu devices, but turin-h200 has 4 to give: add :shared",
+        ],
+    );
+    // A shared default: the task too many shares, and the report says with whom.
+    let c = dir.file("shared.toml", "default = \"gpu:shared\"\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    contains_all(
+        &out,
+        &["  5 tasks (one more than the gpu devices here): maps, tasks share devices: cuda0 (tasks 0, 4)\n"],
+    );
+    // A named device: one task is the one-task plan; two are one more than it names.
+    let c = dir.file("named.toml", "default = \"mlx5_0\"\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    contains_all(&out, &["  2 tasks (more tasks than the one device it names): refused, so such jobs run unmapped: "]);
+    assert!(!out.contains("  1 tasks"), "{out}");
+    // 64 GPUs: the list of devices is shortened, not 64 names long.
+    let c = dir.file("wide.toml", "default = \"gpu\"\n");
+    let out = ok(&["check", "--topology", &topo("synthetic-64gpu.xml"), "--config", &c]);
+    contains_all(&out, &["  64 tasks (one per gpu device here): maps, each task its own device: cuda0, cuda1, cuda2, cuda3, cuda4, cuda5, ..., cuda63\n"]);
 
     // A default the engine refuses here: not ready, with the engine's message.
     let c = dir.file("ceiling.toml", "default = \"gpu:bind=package\"\n");

@@ -97,7 +97,8 @@ enum Command {
     /// Reports the node's devices and their order, which GPUs can be named and how (hwloc
     /// backend or driver file), which would be refused and why, the plugin's settings from
     /// plugstack.conf and its config file (with the topology cache and require_step_gpus),
-    /// whether the admin's default maps here, and, for this machine, whether slurmd's topology
+    /// whether the admin's default maps here (for one task, one task per device of its class,
+    /// and one task more), and, for this machine, whether slurmd's topology
     /// cache file is there and owned and protected as the steps require.
     Check(CheckArgs),
 }

@@ -7,7 +7,8 @@
 //! - for each GPU, whether it can be named to its runtime and from where (an hwloc backend's
 //!   info key, or a kernel driver file), and if not, the refusal a user would get, with its fix;
 //! - whether the plugin is enabled (a `plugstack.conf` line) and its settings are valid;
-//! - whether the admin's `default=` maps on this node (planned for one task);
+//! - whether the admin's `default=` maps on this node (planned for one task), and what it does
+//!   for a step of one task per device of its class and of one task more ([`DefaultStep`]);
 //! - which Slurm release the installed plugin file was built for (its `plugin_version`), and
 //!   whether this node runs that release: Slurm loads a SPANK plugin only into its own
 //!   major.minor, so a node with another release refuses every srun ([`crate::slurm_release`]);
@@ -113,12 +114,24 @@ pub enum DefaultOutcome {
     NotConfigured,
     /// `default=none`.
     Off,
-    /// It maps: one task's plan line, and the plan's warnings.
-    Maps { spec: String, task: String, warnings: Vec<String> },
+    /// It maps: one task's plan line, and the plan's warnings; then the larger steps.
+    Maps { spec: String, task: String, warnings: Vec<String>, larger: Vec<DefaultStep> },
     /// No device of its class here: jobs run unmapped (soft), which is not a problem.
     NotApplicable { spec: String, reason: String },
     /// Refused for another reason: jobs run unmapped although the admin meant them mapped.
     Refused { spec: String, message: String },
+}
+
+/// The default planned for a step of `ntasks` tasks on the whole node: one task per device
+/// of its class here, and one task more (what jobs of those sizes get).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultStep {
+    pub ntasks: u32,
+    /// Why this size: `one per gpu device here`, `one more than the gpu devices here`.
+    pub why: String,
+    /// Each task's device names and the plan's warnings, or the refusal (such jobs run
+    /// unmapped: a default is soft).
+    pub outcome: Result<(Vec<Vec<String>>, Vec<String>), String>,
 }
 
 /// One device's line of the report.
