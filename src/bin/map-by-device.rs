@@ -5,10 +5,10 @@
 //! stdout), 1 `check` found the node not ready.
 
 use clap::{Args, Parser, Subcommand};
-use map_by_device::check::{self, CacheProbe, CheckInput, NodeSlurm, PluginEntry, PlugstackItem, Setup};
+use map_by_device::check::{self, CacheProbe, CheckInput, GresInput, NodeSlurm, PluginEntry, PlugstackItem, Setup};
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
-use map_by_device::device::{Device, ZeHierarchy};
+use map_by_device::device::{Device, DeviceClass, Vendor, ZeHierarchy};
 use map_by_device::node::Node;
 use map_by_device::plan::{plan, PlanError, StepFacts};
 use map_by_device::report;
@@ -95,7 +95,8 @@ enum Command {
     /// Tell whether this node is ready for the plugin (exit status 0 ready, 1 not ready).
     ///
     /// Reports the node's devices and their order, which GPUs can be named and how (hwloc
-    /// backend or driver file), which would be refused and why, the plugin's settings from
+    /// backend or driver file), which would be refused and why, whether gres.conf numbers the
+    /// GPUs in the order they are mapped in, the plugin's settings from
     /// plugstack.conf and its config file (with the topology cache and require_step_gpus),
     /// whether the admin's default maps here (for one task, one task per device of its class,
     /// and one task more), and, for this machine, whether slurmd's topology
@@ -114,6 +115,10 @@ struct CheckArgs {
     /// A TOML config file to check, as if the plugstack line said config=FILE.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The gres.conf whose GPU order to compare with the mapping order. Default when reading
+    /// this machine: gres.conf next to slurm.conf (/etc/slurm/gres.conf), if there is one.
+    #[arg(long, value_name = "FILE")]
+    gres_conf: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -291,11 +296,15 @@ fn devices_table(devices: &[&Device]) -> String {
     out
 }
 
-/// The plugstack.conf Slurm reads: slurm.conf's `PlugStackConfig` (slurm.conf from
-/// `SLURM_CONF`, else /etc/slurm/slurm.conf), else /etc/slurm/plugstack.conf.
+/// The slurm.conf Slurm reads: `SLURM_CONF`, else /etc/slurm/slurm.conf.
+fn slurm_conf() -> PathBuf {
+    std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from)
+}
+
+/// The plugstack.conf Slurm reads: slurm.conf's `PlugStackConfig`, else
+/// /etc/slurm/plugstack.conf.
 fn system_plugstack() -> PathBuf {
-    let slurm_conf =
-        std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from);
+    let slurm_conf = slurm_conf();
     let from_conf = std::fs::read_to_string(&slurm_conf).ok().and_then(|text| {
         text.lines().find_map(|l| {
             let l = l.split('#').next().unwrap_or("").trim();
@@ -455,21 +464,71 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
         _ => (Config::default(), false),
     };
     let node = node_with(&args.source, &config, configured).map_err(|e| e.to_string());
+    let mut problems = found.problems;
+    let gres = node.as_ref().ok().and_then(|n| gres_input(args, n, &mut problems)).transpose()?;
     let input = CheckInput {
         node: node.as_ref().map_err(Clone::clone),
         topology_source: topology_source(&args.source, &config),
         cache: cache_probe(args, &setup, &config, configured),
         slurm: slurm_of(&setup),
         setup,
-        problems: found.problems,
+        problems,
+        gres,
     };
     let report = check::check(&input);
     Ok((report.text, report.ready))
 }
 
+/// What the gres.conf check reads: `--gres-conf`, else (this machine) gres.conf next to
+/// slurm.conf when there is one, and the `Device Minor` of each NVIDIA GPU's driver file
+/// under the node's proc root. A default gres.conf that cannot be read is a problem.
+fn gres_input(args: &CheckArgs, node: &Node, problems: &mut Vec<String>) -> Option<Result<GresInput, CliError>> {
+    let path = match &args.gres_conf {
+        Some(p) => p.clone(),
+        None if args.source.topology.is_none() => {
+            let p = slurm_conf().parent().unwrap_or(Path::new("/etc/slurm")).join("gres.conf");
+            p.exists().then_some(p)?
+        }
+        None => return None,
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(source) if args.gres_conf.is_some() => {
+            return Some(Err(CliError::Read { flag: "--gres-conf", path, source }))
+        }
+        Err(e) => {
+            problems.push(format!("cannot read {}: {e}", path.display()));
+            return None;
+        }
+    };
+    let proc_root = node.options.proc_root.as_deref();
+    let nvidia_minors = node
+        .devices
+        .iter()
+        .filter(|d| d.class == DeviceClass::Gpu && d.vendor == Vendor::Nvidia)
+        .filter_map(|d| Some((d.busid_text(), d.busid?)))
+        .filter_map(|(text, busid)| {
+            let root = proc_root?;
+            let minor = match map_by_device::driver_ids::nvidia_minor(root, busid) {
+                Ok(Some(m)) => Ok(m),
+                Ok(None) => Err(format!("no {}", map_by_device::driver_ids::nvidia_path(root, busid).display())),
+                Err(e) => Err(e.to_string()),
+            };
+            Some((text, minor))
+        })
+        .collect();
+    Some(Ok(GresInput {
+        origin: path.display().to_string(),
+        text,
+        proc_root: proc_root.map(|p| p.display().to_string()),
+        nvidia_minors,
+    }))
+}
+
 /// The files `check` is told to read exist (a typo is a usage error, not a report).
 fn flags_name_files(args: &CheckArgs) -> Result<(), CliError> {
-    for (flag, path) in [("--plugstack", &args.plugstack), ("--config", &args.config)] {
+    for (flag, path) in [("--plugstack", &args.plugstack), ("--config", &args.config), ("--gres-conf", &args.gres_conf)]
+    {
         if let Some(p) = path {
             if let Err(source) = std::fs::metadata(p) {
                 return Err(CliError::Read { flag, path: p.clone(), source });

@@ -3,8 +3,8 @@
 //! notes and the verdict.
 
 use super::{
-    CacheState, CheckInput, CheckReport, DefaultOutcome, DefaultStep, DeviceLine, GpuNaming, NodeSlurm, PartialStep,
-    Setup,
+    CacheState, CheckInput, CheckReport, DefaultOutcome, DefaultStep, DeviceLine, GpuNaming, GresReport, NodeSlurm,
+    PartialStep, Setup,
 };
 use crate::config::{Config, DEFAULT_CACHE_DIR, DEFAULT_PROC_ROOT, DEFAULT_SYS_ROOT};
 use crate::device::DeviceClass;
@@ -20,6 +20,7 @@ pub(super) fn report(r: &CheckReport, input: &CheckInput<'_>) -> String {
         devices(&mut out, r);
         partial(&mut out, &r.partial);
         gpus(&mut out, r);
+        gres(&mut out, r.gres.as_ref());
     }
     let _ = writeln!(out, "\nPlugin configuration:");
     setup(&mut out, r, &input.setup, input.slurm.as_ref());
@@ -87,6 +88,41 @@ fn gpus(out: &mut String, r: &CheckReport) {
             }
         }
     }
+}
+
+/// gres.conf's GPUs for this node in Slurm's index order, each with the GPU it is, and
+/// whether that order is the mapping order (see [`GresReport`]).
+fn gres(out: &mut String, gres: Option<&GresReport>) {
+    let Some(g) = gres else { return };
+    let _ = writeln!(out, "\nGPUs in {}, in Slurm's index order:", g.origin);
+    if g.gpus.is_empty() {
+        let _ = writeln!(out, "  none for this node (no Name=gpu line with File= names it)");
+    }
+    for gpu in &g.gpus {
+        let what = match &gpu.matched {
+            Ok((busid, name, how)) => format!("{busid} {name:<12} ({how})"),
+            Err(_) => "unknown (see the notes)".to_string(),
+        };
+        let extra: String = [("Type", &gpu.gpu_type), ("Cores", &gpu.cores)]
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!(" {k}={v}")))
+            .collect();
+        let _ = writeln!(out, "  {:>2}  {:<20} {what}{extra}", gpu.index, gpu.file);
+    }
+    let verdict = match (g.autodetect.as_deref(), g.in_order) {
+        (Some(a), Some(true)) if a != "off" => {
+            format!(
+                "AutoDetect={a}: Slurm numbers the GPUs itself, in PCI bus order: the order the plugin maps them in"
+            )
+        }
+        (_, Some(true)) => "Slurm's GPU indices are the mapping order (PCI bus order)".to_string(),
+        (_, Some(false)) => {
+            "Slurm's GPU indices are NOT the mapping order (PCI bus order): see the problems".to_string()
+        }
+        (_, None) if g.gpus.is_empty() => return,
+        (_, None) => "whether Slurm's GPU indices are the mapping order cannot be told (see the notes)".to_string(),
+    };
+    let _ = writeln!(out, "  {verdict}");
 }
 
 fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result<NodeSlurm, String>>) {
