@@ -230,7 +230,7 @@ pub fn parse(bytes: &[u8]) -> Result<CacheFile, String> {
     let cached: CacheFile = serde_json::from_slice(bytes).map_err(|e| {
         // serde quotes a bad enum word as it is (control characters too): escaped and cut
         // short, since the line goes to slurmd.log.
-        let mut why = crate::report::printable(&e.to_string());
+        let mut why = crate::text::printable(&e.to_string());
         if why.len() > 400 {
             let cut = (0..=400).rev().find(|&i| why.is_char_boundary(i)).unwrap_or(0);
             why.truncate(cut);

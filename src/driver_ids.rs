@@ -90,6 +90,27 @@ pub fn parse_nvidia_information(text: &str) -> Result<String, String> {
     Err("no 'GPU UUID:' line (the driver leaves it out when its UUID cache is invalid)".into())
 }
 
+/// Reads the `Device Minor:` line of an NVIDIA information file: `N` of the GPU's
+/// `/dev/nvidiaN`, which a hand-written gres.conf names (`map-by-device check`).
+pub fn parse_nvidia_minor(text: &str) -> Result<u32, String> {
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else { continue };
+        if key.trim() == "Device Minor" {
+            let value = value.trim();
+            return value.parse::<u32>().map_err(|_| format!("malformed Device Minor {}", crate::text::excerpt(value)));
+        }
+    }
+    Err("no 'Device Minor:' line".into())
+}
+
+/// The `/dev/nvidiaN` minor number of the NVIDIA GPU at `busid`, from
+/// `<proc_root>/driver/nvidia/gpus/<busid>/information`; `None` when there is no such file.
+pub fn nvidia_minor(proc_root: &Path, busid: PciBusId) -> Result<Option<u32>, DriverFileError> {
+    let path = nvidia_path(proc_root, busid);
+    let Some(text) = read_small(&path)? else { return Ok(None) };
+    parse_nvidia_minor(&text).map(Some).map_err(|m| DriverFileError { path, problem: DriverFileProblem::Malformed(m) })
+}
+
 /// The identity of the GPU at `busid` from its driver's files, if the roots are set and the
 /// file exists.
 pub fn lookup(
@@ -192,6 +213,19 @@ mod tests {
             subtype: None,
             infos: infos.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         }
+    }
+
+    #[test]
+    fn device_minors_are_read_from_the_information_file() {
+        let text = "GPU UUID:     \t GPU-2fa8685e-6ae2-c4f4-39df-551ea6a96245\nDevice Minor: \t 3\n";
+        assert_eq!(parse_nvidia_minor(text), Ok(3));
+        assert!(parse_nvidia_minor("Device Minor: x\n").unwrap_err().contains("malformed Device Minor x"));
+        let long = parse_nvidia_minor(&format!("Device Minor: {}\n", "9".repeat(1 << 16))).unwrap_err();
+        assert!(long.len() < 200 && long.ends_with("(65536 bytes)"), "{long}");
+        assert!(parse_nvidia_minor("Model: A100\n").unwrap_err().contains("no 'Device Minor:' line"));
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("topologies/drivers/nvidia/proc");
+        assert_eq!(nvidia_minor(&root, "0000:ca:00.0".parse().unwrap()).unwrap(), Some(1));
+        assert_eq!(nvidia_minor(&root, "0000:99:00.0".parse().unwrap()).unwrap(), None);
     }
 
     #[test]

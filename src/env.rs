@@ -20,6 +20,10 @@ pub struct VendorVariable {
     pub reader: &'static str,
     /// Slurm's gres/gpu plugin writes it too (for the GPUs it allocated or bound).
     pub slurm_gres: bool,
+    /// Slurm's gres/gpu may write it with GPU identities instead of indices (`GPU-<uuid>`
+    /// with gres.conf `Flags=env_uuid`, `MIG-<uuid>` for MIG instances): the plugin reads
+    /// those to check the step's GPUs ([`slurm_identity_variables`]).
+    pub slurm_ids: bool,
     /// Written even with `env=none` (it names the assignment, selects nothing).
     pub always: bool,
     /// It names network adapters to a fabric library (NCCL, UCX, PSM3): an adapter one of
@@ -291,6 +295,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "CUDA_VISIBLE_DEVICES",
         reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)",
         slurm_gres: true,
+        slurm_ids: true,
         always: false,
         fabric: false,
         value: cuda,
@@ -300,6 +305,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "ROCR_VISIBLE_DEVICES",
         reader: "ROCm ROCr (AMD GPUs, GPU-<16 hex>)",
         slurm_gres: true,
+        slurm_ids: true,
         always: false,
         fabric: false,
         value: rocr,
@@ -309,6 +315,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: ZE_AFFINITY_MASK,
         reader: "oneAPI Level Zero (Intel GPUs, ordinals under the stated hierarchy)",
         slurm_gres: true,
+        slurm_ids: false,
         always: false,
         fabric: false,
         value: ze_mask,
@@ -318,6 +325,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: ZE_FLAT_DEVICE_HIERARCHY,
         reader: "oneAPI Level Zero (the model ZE_AFFINITY_MASK is read under)",
         slurm_gres: false,
+        slurm_ids: false,
         always: false,
         fabric: false,
         value: ze_hierarchy,
@@ -327,6 +335,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "NCCL_IB_HCA",
         reader: "NCCL (InfiniBand/RoCE adapters, =name exact match)",
         slurm_gres: false,
+        slurm_ids: false,
         always: false,
         fabric: true,
         value: nccl,
@@ -336,6 +345,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "UCX_NET_DEVICES",
         reader: "UCX (adapter:port, exact match)",
         slurm_gres: false,
+        slurm_ids: false,
         always: false,
         fabric: true,
         value: ucx,
@@ -345,6 +355,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "PSM3_NIC",
         reader: "PSM3 (Intel Omni-Path adapters, by name)",
         slurm_gres: false,
+        slurm_ids: false,
         always: false,
         fabric: true,
         value: psm3,
@@ -354,6 +365,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "OMP_NUM_THREADS",
         reader: "OpenMP (omp: one thread per core of the binding, or per thread with hwtcpus)",
         slurm_gres: false,
+        slurm_ids: false,
         always: false,
         fabric: false,
         value: omp_num_threads,
@@ -363,6 +375,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "OMP_PLACES",
         reader: "OpenMP (omp: cores, or threads with hwtcpus, of the task's mask)",
         slurm_gres: false,
+        slurm_ids: false,
         always: false,
         fabric: false,
         value: omp_places,
@@ -372,6 +385,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "OMP_PROC_BIND",
         reader: "OpenMP (omp: spread over the places)",
         slurm_gres: false,
+        slurm_ids: false,
         always: false,
         fabric: false,
         value: omp_proc_bind,
@@ -381,6 +395,7 @@ pub const VARIABLES: [VendorVariable; 11] = [
         name: "PMIX_DEVICE_ID",
         reader: "PMIx device ids of every assigned device",
         slurm_gres: false,
+        slurm_ids: false,
         always: true,
         fabric: false,
         value: pmix,
@@ -398,6 +413,12 @@ pub fn slurm_gpu_variables() -> impl Iterator<Item = &'static str> {
     ["SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL"]
         .into_iter()
         .chain(VARIABLES.iter().filter(|v| v.slurm_gres).map(|v| v.name))
+}
+
+/// The rows Slurm's gres/gpu may write as GPU identities (`CUDA_VISIBLE_DEVICES`,
+/// `ROCR_VISIBLE_DEVICES`): where a step's value names UUIDs or MIG instances.
+pub fn slurm_identity_variables() -> impl Iterator<Item = &'static str> {
+    VARIABLES.iter().filter(|v| v.slurm_ids).map(|v| v.name)
 }
 
 /// The fabric variables (`NCCL_IB_HCA`, `UCX_NET_DEVICES`, `PSM3_NIC`) that name network
@@ -446,6 +467,14 @@ pub fn task_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurms_identity_forms_are_read_from_cuda_and_rocr() {
+        let ids: Vec<&str> = slurm_identity_variables().collect();
+        assert_eq!(ids, ["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"]);
+        // Only variables Slurm's gres/gpu writes at all.
+        assert!(ids.iter().all(|v| slurm_gpu_variables().any(|s| s == *v)));
+    }
 
     #[test]
     fn grammars_take_what_runtimes_take_and_nothing_else() {

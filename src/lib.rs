@@ -29,6 +29,7 @@ pub mod report;
 pub mod slurm_release;
 pub mod spec;
 pub mod test_hooks;
+pub mod text;
 pub mod topology;
 pub mod trusted_fs;
 

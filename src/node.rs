@@ -2,6 +2,7 @@
 //! per command (CLI) and read by the planner.
 
 use crate::device::{Device, DeviceClass, ZeHierarchy};
+use crate::text::printable;
 use crate::topology::Topology;
 use std::path::PathBuf;
 
@@ -27,23 +28,34 @@ pub struct Node {
 }
 
 impl Node {
+    /// Names from a topology file or slurmd's cache reach one-line messages, reports and
+    /// (after their grammar check) variables: they are made printable here, once
+    /// ([`crate::text::printable`]). A name that needed it then fails its variable's grammar,
+    /// so its device is refused rather than named (found by the cache fuzz target: a host name
+    /// with a control character went into every refusal).
+    ///
     /// Enumerates the devices of `topology` (pure, [`crate::enumerate`]), then gives GPUs that
     /// hwloc could not name the identity in their driver's files (I/O, only under the roots
     /// in `options`: [`crate::driver_ids`]), then drops identities that name no single GPU.
     pub fn new(mut topology: Topology, mut options: NodeOptions) -> Node {
         for name in [&mut topology.hostname, &mut options.hostname].into_iter().flatten() {
-            printable(name);
+            *name = printable(name);
         }
-        let host = options.hostname.as_deref().or(topology.hostname.as_deref()).unwrap_or("localhost");
-        let mut devices = crate::enumerate::devices(&topology, host);
+        let mut node = Node { topology, devices: Vec::new(), options };
+        let mut devices = crate::enumerate::devices(&node.topology, node.hostname());
         for d in &mut devices {
-            d.osnames.iter_mut().chain([&mut d.name]).for_each(printable);
+            for name in d.osnames.iter_mut().chain([&mut d.name]) {
+                *name = printable(name);
+            }
         }
-        let roots =
-            crate::driver_ids::Roots { proc_root: options.proc_root.as_deref(), sys_root: options.sys_root.as_deref() };
+        let roots = crate::driver_ids::Roots {
+            proc_root: node.options.proc_root.as_deref(),
+            sys_root: node.options.sys_root.as_deref(),
+        };
         crate::driver_ids::fill_identities(&mut devices, roots);
         crate::enumerate::settle_identities(&mut devices);
-        Node { topology, devices, options }
+        node.devices = devices;
+        node
     }
 
     /// The devices of one class, in order, as indexes into `devices`.
@@ -69,17 +81,6 @@ impl Node {
     /// The host name used in ids and messages.
     pub fn hostname(&self) -> &str {
         self.options.hostname.as_deref().or(self.topology.hostname.as_deref()).unwrap_or("localhost")
-    }
-}
-
-/// Names from a topology file or slurmd's cache reach one-line messages, reports and (after
-/// their grammar check) variables: anything but printable ASCII is escaped here, once
-/// (`\u{7f}`, `\n`). A name that needed it then fails its variable's grammar, so its device
-/// is refused rather than named. Found by the cache fuzz target: a host name with a control
-/// character went into every refusal.
-fn printable(name: &mut String) {
-    if !name.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        *name = name.escape_default().to_string();
     }
 }
 

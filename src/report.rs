@@ -8,6 +8,7 @@ use crate::cpuset::CpuSet;
 use crate::device::Device;
 use crate::node::Node;
 use crate::plan::{Plan, TaskPlan};
+use crate::text::printable;
 use serde_json::{json, Map, Value};
 
 /// `0000:06:00.0 cuda0 GPU-46f7...` — how a device is named in one-line reports. Names and
@@ -20,27 +21,6 @@ pub fn device_label(d: &Device) -> String {
         s.push_str(&printable(&id.display_id()));
     }
     s
-}
-
-/// `text` with every character outside printable ASCII escaped (`\n`, `\u{1b}`).
-pub fn printable(text: &str) -> String {
-    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        return text.to_string();
-    }
-    text.chars().flat_map(|c| if (' '..='~').contains(&c) { vec![c] } else { c.escape_default().collect() }).collect()
-}
-
-/// Untrusted text quoted in a one-line message: as it is when it is short printable ASCII,
-/// otherwise its start, escaped, and its length (a megabyte-long option value is not echoed
-/// back, nor a newline in it).
-pub fn excerpt(text: &str) -> String {
-    const MAX: usize = 120;
-    if text.len() <= MAX && text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(MAX / 2).collect();
-    let more = if head.len() < text.len() { format!("... ({} bytes)", text.len()) } else { String::new() };
-    format!("{:?}{more}", head)
 }
 
 /// The CPU list of a task, or `unchanged` when the plan leaves its mask alone.
@@ -219,18 +199,4 @@ pub fn plan_json(node: &Node, plan: &Plan) -> Value {
         })
         .collect();
     json!({ "tasks": tasks, "warnings": plan.warnings })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn excerpts_are_short_and_one_line() {
-        assert_eq!(excerpt("gpu:bogus"), "gpu:bogus");
-        assert_eq!(excerpt("gpu\nverbose"), "\"gpu\\nverbose\"");
-        let long = excerpt(&"x".repeat(1 << 20));
-        assert!(long.ends_with("... (1048576 bytes)") && long.len() < 100, "{long}");
-        assert_eq!(excerpt(&"é".repeat(10)), format!("{:?}", "é".repeat(10)));
-    }
 }

@@ -441,7 +441,7 @@ mod tests {
         // /tmp is root's but mode 1777 on every Debian system.
         let meta = std::fs::metadata("/tmp").unwrap();
         if meta.uid() != 0 || meta.mode() & 0o002 == 0 {
-            println!("skipped: /tmp is not a root-owned world-writable directory here");
+            crate::test_support::skipped("/tmp is not a root-owned world-writable directory here");
             return;
         }
         let e = TrustedDir::open(Path::new("/tmp")).unwrap_err().to_string();
@@ -454,7 +454,7 @@ mod tests {
     #[test]
     fn root_owned_paths_are_read_and_limits_hold() {
         if !(crate::test_support::is_root() && Path::new("/etc/hostname").exists()) {
-            println!("skipped: needs root and /etc/hostname");
+            crate::test_support::skipped("needs root and /etc/hostname");
             return;
         }
         let dir = TrustedDir::open(Path::new("/etc")).unwrap();

@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
 
+mod common;
+
+use common::contains_all;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -56,13 +59,6 @@ fn refused(args: &[&str]) -> String {
     err
 }
 
-/// Asserts that `out` contains every one of `needles`, naming the first one missing.
-fn contains_all(out: &str, needles: &[&str]) {
-    for needle in needles {
-        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
-    }
-}
-
 fn keys(v: &Value) -> BTreeSet<&str> {
     v.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default()
 }
@@ -92,7 +88,7 @@ impl TempDir {
         match map_by_device::trusted_fs::TrustedDir::open_or_create(&dir, 0o755) {
             Ok(_) => Some(TempDir(dir)),
             Err(e) => {
-                println!("skipped: config files the plugin would trust cannot be made here ({e})");
+                common::skip_line(&format!("config files the plugin would trust cannot be made here ({e})"));
                 let _ = std::fs::remove_dir_all(&dir);
                 None
             }
@@ -117,10 +113,7 @@ fn slurm_plugin_copy(dir: &TempDir, name: &str, test: &str) -> Option<String> {
         .map(|d| Path::new(d).join("task_affinity.so"))
         .find(|p| p.is_file());
     let Some(own) = own else {
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            format!("skipped: {test} (no installed Slurm plugin to stand in for map_by_device.so)\n").as_bytes(),
-        );
+        common::skip_line(&format!("{test} (no installed Slurm plugin to stand in for map_by_device.so)"));
         return None;
     };
     let path = dir.0.join(name);
@@ -374,6 +367,12 @@ fn refusals_name_the_next_keystroke() {
         err.contains("renderD128 at 0000:17:00.0") && err.contains("holds for renderD129 at 0000:ca:00.0"),
         "{err}"
     );
+    // The preview says which of its flags reads the driver files; the plugin's words (its
+    // config file's proc_root) stay for check, which checks the plugin's settings.
+    contains_all(&err, &["load the NVIDIA kernel driver and give the node's /proc with --proc-root DIR so that"]);
+    assert!(!err.contains("plugin config"), "{err}");
+    let check = stdout(&run(&["check", "--topology", &topo("drm-only.xml")]));
+    assert!(check.contains("set proc_root in the plugin config"), "{check}");
     // plan --help carries the grammar in short.
     let help = ok(&["plan", "--help"]);
     assert!(help.contains("SPEC: TARGET[:QUALIFIER[=VALUE]]...") && help.contains("map-by-device(8)"), "{help}");
@@ -507,6 +506,32 @@ fn check_with_a_config_file() {
     assert!(out.contains("Default \"gpu:bind=core\" on this node, for a one-task step:"), "{out}");
     assert!(out.contains("task 0 on turin-h200: gpu 0000:06:00.0 cuda0 GPU-"), "{out}");
     assert!(out.contains("cpus 16,144"), "{out}");
+    // ... and for a step of one task per GPU and one more: what jobs of that size get.
+    contains_all(
+        &out,
+        &[
+            "and for larger steps on the whole node:\n",
+            "  4 tasks (one per gpu device here): maps, each task its own device: cuda0, cuda1, cuda2, cuda3\n",
+            "  5 tasks (one more than the gpu devices here): refused, so such jobs run unmapped: 5 tasks with ndev=1 \
+             need 5 gpu devices, but turin-h200 has 4 to give: add :shared",
+        ],
+    );
+    // A shared default: the task too many shares, and the report says with whom.
+    let c = dir.file("shared.toml", "default = \"gpu:shared\"\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    contains_all(
+        &out,
+        &["  5 tasks (one more than the gpu devices here): maps, tasks share devices: cuda0 (tasks 0, 4)\n"],
+    );
+    // A named device: one task is the one-task plan; two are one more than it names.
+    let c = dir.file("named.toml", "default = \"mlx5_0\"\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    contains_all(&out, &["  2 tasks (more tasks than the one device it names): refused, so such jobs run unmapped: "]);
+    assert!(!out.contains("  1 tasks"), "{out}");
+    // 64 GPUs: the list of devices is shortened, not 64 names long.
+    let c = dir.file("wide.toml", "default = \"gpu\"\n");
+    let out = ok(&["check", "--topology", &topo("synthetic-64gpu.xml"), "--config", &c]);
+    contains_all(&out, &["  64 tasks (one per gpu device here): maps, each task its own device: cuda0, cuda1, cuda2, cuda3, cuda4, cuda5, ..., cuda63\n"]);
 
     // A default the engine refuses here: not ready, with the engine's message.
     let c = dir.file("ceiling.toml", "default = \"gpu:bind=package\"\n");
@@ -638,14 +663,15 @@ fn check_names_the_release_and_refuses_another() {
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let out = stdout(&o);
     let other_series = format!("{}.{:02}", other >> 16, (other >> 8) & 0xff);
-    for needle in [
-        format!("was built for Slurm {other_series}"),
-        format!("but this node runs Slurm {series}."),
-        "(slurmd -V): Slurm refuses to load it (\"Incompatible Slurm plugin version\")".to_string(),
-        format!("install the map-by-device package built for Slurm {series}"),
-    ] {
-        assert!(out.contains(&needle), "{needle:?} not in:\n{out}");
-    }
+    contains_all(
+        &out,
+        &[
+            format!("was built for Slurm {other_series}"),
+            format!("but this node runs Slurm {series}."),
+            "(slurmd -V): Slurm refuses to load it (\"Incompatible Slurm plugin version\")".to_string(),
+            format!("install the map-by-device package built for Slurm {series}"),
+        ],
+    );
     // Not an ELF file at all.
     std::fs::write(&plugin, "not really a plugin").unwrap();
     let out = stdout(&run(&["check", "--topology", &turin, "--plugstack", &conf]));
@@ -789,4 +815,115 @@ fn check_and_plan_agree_on_partial_node_steps() {
     // All devices at one locality: nothing to say.
     let out = ok(&["check", "--topology", &topo("e2e-nogpu.xml")]);
     assert!(!out.contains("A step given only some"), "{out}");
+}
+
+// --- check: gres.conf -------------------------------------------------------------------
+
+fn gres(name: &str) -> String {
+    root().join("topologies/gres").join(name).display().to_string()
+}
+
+#[test]
+fn check_compares_a_hand_written_gres_conf_with_the_mapping_order() {
+    let drm = topo("drm-only.xml");
+    let proc_root = root().join("topologies/drivers/nvidia/proc").display().to_string();
+
+    // NVIDIA files matched through the driver's Device Minor; the other nodes' lines ignored.
+    let out = ok(&["check", "--topology", &drm, "--proc-root", &proc_root, "--gres-conf", &gres("drm-only.conf")]);
+    contains_all(
+        &out,
+        &[
+            "GPUs in ",
+            "topologies/gres/drm-only.conf, in Slurm's index order:\n",
+            "   0  /dev/nvidia0         0000:17:00.0 renderD128   (Device Minor 0) Type=a100 Cores=0-15\n",
+            "   1  /dev/nvidia1         0000:ca:00.0 renderD129   (Device Minor 1) Type=a100 Cores=0-15\n",
+            "  Slurm's GPU indices are the mapping order (PCI bus order)\n",
+        ],
+    );
+    assert!(!out.contains("nvidia2") && !out.contains("h100"), "lines for other nodes count:\n{out}");
+
+    // Listed in another order: not ready, and the problem says what to write.
+    let o =
+        run(&["check", "--topology", &drm, "--proc-root", &proc_root, "--gres-conf", &gres("drm-only-reversed.conf")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    contains_all(
+        &stdout(&o),
+        &[
+            "   0  /dev/nvidia1         0000:ca:00.0 renderD129   (Device Minor 1) Type=a100 Cores=8-15\n",
+            "  Slurm's GPU indices are NOT the mapping order (PCI bus order): see the problems\n",
+            "drm-only-reversed.conf numbers this node's GPUs in another order than the plugin maps them (PCI bus \
+             order): Slurm's GPU 0 is /dev/nvidia1 (0000:ca:00.0 renderD129) but the mapping's GPU 0 is 0000:17:00.0 \
+             renderD128; Slurm's GPU 1 is",
+            "with ConstrainDevices, GPUs its device cgroup hides, which it cannot open): write the files in PCI bus \
+             order, File=/dev/nvidia0,/dev/nvidia1 (or AutoDetect=nvml",
+        ],
+    );
+
+    // Render nodes, matched through hwloc's DRM devices: right, then reversed.
+    let amd = topo("e2e-2gpu-amd.xml");
+    let out = ok(&["check", "--topology", &amd, "--gres-conf", &gres("e2e-2gpu-amd.conf")]);
+    contains_all(
+        &out,
+        &[
+            "   0  /dev/dri/renderD128  0000:41:00.0 rsmi0        (hwloc's renderD128) Type=mi210\n",
+            "   1  /dev/dri/renderD129  0000:c1:00.0 rsmi1        (hwloc's renderD129) Type=mi210\n",
+            "  Slurm's GPU indices are the mapping order (PCI bus order)\n",
+        ],
+    );
+    let o = run(&["check", "--topology", &amd, "--gres-conf", &gres("e2e-2gpu-amd-reversed.conf")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    contains_all(&stdout(&o), &["write the files in PCI bus order, File=/dev/dri/renderD128,/dev/dri/renderD129"]);
+
+    // Without the driver files the NVIDIA files cannot be matched: said in a note, no problem.
+    let out = stdout(&run(&["check", "--topology", &drm, "--gres-conf", &gres("drm-only-reversed.conf")]));
+    contains_all(
+        &out,
+        &[
+            "  whether Slurm's GPU indices are the mapping order cannot be told (see the notes)\n",
+            "drm-only-reversed.conf line 3: which GPU /dev/nvidia1 is cannot be told: no NVIDIA driver files are read \
+             (give --proc-root, the node's /proc)",
+        ],
+    );
+    assert!(!out.contains("numbers this node's GPUs in another order"), "{out}");
+}
+
+#[test]
+fn check_reads_autodetect_bad_gres_lines_and_the_default_gres_conf() {
+    let dir = TempDir::new("gres");
+    let amd = topo("e2e-2gpu-amd.xml");
+    // AutoDetect: Slurm orders the GPUs itself, whatever order File= lists them in.
+    let f = dir
+        .file("auto.conf", "AutoDetect=rsmi\nName=gpu File=/dev/dri/renderD129\nName=gpu File=/dev/dri/renderD128\n");
+    let out = ok(&["check", "--topology", &amd, "--gres-conf", &f]);
+    contains_all(
+        &out,
+        &["  AutoDetect=rsmi: Slurm numbers the GPUs itself, in PCI bus order: the order the plugin maps them in\n"],
+    );
+    // A line slurmd cannot read: a problem naming the line.
+    let f = dir.file("bad.conf", "# GPUs\nName=gpu File=/dev/nvidia[0-\n");
+    let o = run(&["check", "--topology", &amd, "--gres-conf", &f]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    contains_all(&stdout(&o), &["bad.conf: slurmd cannot read it: line 2: File=/dev/nvidia[0-: unclosed '['"]);
+    // --gres-conf naming no file: a usage error.
+    let err = refused(&["check", "--topology", &amd, "--gres-conf", "/nonexistent/gres.conf"]);
+    assert!(err.contains("cannot read --gres-conf /nonexistent/gres.conf"), "{err}");
+    // On the node itself, gres.conf next to slurm.conf (SLURM_CONF) is read without a flag;
+    // Slurm's fake GPUs of the e2e suite (/dev/null) are files no GPU is known by: a note.
+    let conf = dir.file("etc/slurm.conf", "ClusterName=test\n");
+    dir.file("etc/gres.conf", "Name=gpu File=/dev/null\n");
+    let o = Command::new(BIN)
+        .args(["check"])
+        .env("SLURM_CONF", &conf)
+        .env_remove("ZE_FLAT_DEVICE_HIERARCHY")
+        .output()
+        .unwrap();
+    contains_all(
+        &stdout(&o),
+        &[
+            "etc/gres.conf, in Slurm's index order:\n",
+            "   0  /dev/null            unknown (see the notes)\n",
+            "etc/gres.conf line 1: which GPU /dev/null is cannot be told: neither /dev/nvidiaN nor /dev/dri/renderDN or \
+             cardN",
+        ],
+    );
 }

@@ -556,12 +556,12 @@ fn live_discovery_ignores_a_fake_x_server() {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixListener};
     if !load::has_component("gl") {
-        println!("skipped: this hwloc has no gl component (install libhwloc-plugins to run this test)");
+        common::skip_line("this hwloc has no gl component (install libhwloc-plugins to run this test)");
         return;
     }
     let addr = SocketAddr::from_abstract_name(b"/tmp/.X11-unix/X0").unwrap();
     let Ok(listener) = UnixListener::bind_addr(&addr) else {
-        println!("skipped: display :0 is taken on this machine");
+        common::skip_line("display :0 is taken on this machine");
         return;
     };
     // The kernel queues a connection without accept(), and nothing ever answers it.

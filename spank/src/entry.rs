@@ -1,7 +1,9 @@
 //! What every entry from Slurm into the plugin shares (the exported hooks and the option
 //! callback): the raw `spank_t` of the hook being run, for the calls slurm-spank does not
-//! wrap (`spank_option_register`, option.rs), and the panic hook that keeps a panic caught
-//! inside the plugin quiet.
+//! wrap (`spank_option_register`, option.rs), the panic hook that keeps a panic caught
+//! inside the plugin quiet, the error and log lines ([`admin_log`], [`user_error`]) and the
+//! test builds' forced panics ([`test_panic`]). Below lib.rs and option.rs, so that both
+//! import it and neither imports the other.
 //!
 //! Why a panic hook: Rust's default one prints "thread panicked at ..." and, with the job's
 //! `RUST_BACKTRACE`, a backtrace on srun's or the task's stderr, before `catch_unwind` turns
@@ -9,7 +11,7 @@
 //! the thread) the hook only notes where the panic happened, for [`panic_report`]; elsewhere
 //! (another Rust library in the same process) it defers to the hook that was there before.
 
-use slurm_spank::spank_sys;
+use slurm_spank::{spank_log, spank_sys, LogLevel};
 use std::cell::{Cell, RefCell};
 use std::sync::Once;
 
@@ -67,6 +69,37 @@ pub fn panic_report(payload: &(dyn std::any::Any + Send)) -> String {
         Some(at) => format!("{text} at {at}"),
         None => text,
     }
+}
+
+/// Logs for the administrator: slurmd.log from slurmstepd/slurmd (never the user's terminal).
+pub fn admin_log(level: LogLevel, message: &str) {
+    spank_log(level, &format!("map-by-device: {message}"));
+}
+
+/// An error line: on the terminal in srun/sbatch/salloc, in slurmd.log elsewhere.
+pub fn user_error(message: &str) {
+    admin_log(LogLevel::Error, message);
+}
+
+/// Test builds only (`--features test-hooks`): panics at `hook` when the test asked for it
+/// (see `map_by_device::test_hooks::panic_if_asked`), to prove the panic never leaves the
+/// plugin. Every other build compiles this to nothing.
+pub fn test_panic(hook: &str) {
+    #[cfg(feature = "test-hooks")]
+    {
+        // SAFETY: spank_context only reads Slurm's global plugin stack; it has no arguments.
+        let context = match unsafe { slurm_spank::spank_sys::spank_context() } {
+            slurm_spank::spank_sys::spank_context_S_CTX_LOCAL => "local",
+            slurm_spank::spank_sys::spank_context_S_CTX_REMOTE => "remote",
+            slurm_spank::spank_sys::spank_context_S_CTX_ALLOCATOR => "allocator",
+            slurm_spank::spank_sys::spank_context_S_CTX_SLURMD => "slurmd",
+            slurm_spank::spank_sys::spank_context_S_CTX_JOB_SCRIPT => "job_script",
+            _ => "unknown",
+        };
+        map_by_device::test_hooks::panic_if_asked(hook, context);
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    let _ = hook;
 }
 
 #[cfg(test)]

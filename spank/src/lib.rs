@@ -29,10 +29,12 @@ mod het;
 mod option;
 mod step;
 
+use entry::{admin_log, test_panic};
 use map_by_device::config::Config;
 use map_by_device::report;
 use map_by_device::spec::Spec;
-use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle};
+use map_by_device::text;
+use slurm_spank::{Context, LogLevel, Plugin, SpankHandle};
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::fmt;
@@ -199,37 +201,6 @@ fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResu
     }
 }
 
-/// Logs for the administrator: slurmd.log from slurmstepd/slurmd (never the user's terminal).
-fn admin_log(level: LogLevel, message: &str) {
-    spank_log(level, &format!("map-by-device: {message}"));
-}
-
-/// An error line: on the terminal in srun/sbatch/salloc, in slurmd.log elsewhere.
-fn user_error(message: &str) {
-    admin_log(LogLevel::Error, message);
-}
-
-/// Test builds only (`--features test-hooks`): panics at `hook` when the test asked for it
-/// (see `map_by_device::test_hooks::panic_if_asked`), to prove the panic never leaves the
-/// plugin. Every other build compiles this to nothing.
-fn test_panic(hook: &str) {
-    #[cfg(feature = "test-hooks")]
-    {
-        // SAFETY: spank_context only reads Slurm's global plugin stack; it has no arguments.
-        let context = match unsafe { slurm_spank::spank_sys::spank_context() } {
-            slurm_spank::spank_sys::spank_context_S_CTX_LOCAL => "local",
-            slurm_spank::spank_sys::spank_context_S_CTX_REMOTE => "remote",
-            slurm_spank::spank_sys::spank_context_S_CTX_ALLOCATOR => "allocator",
-            slurm_spank::spank_sys::spank_context_S_CTX_SLURMD => "slurmd",
-            slurm_spank::spank_sys::spank_context_S_CTX_JOB_SCRIPT => "job_script",
-            _ => "unknown",
-        };
-        map_by_device::test_hooks::panic_if_asked(hook, context);
-    }
-    #[cfg(not(feature = "test-hooks"))]
-    let _ = hook;
-}
-
 // SAFETY: slurm-spank's contract: the task hooks run in children slurmstepd forks from itself,
 // so the plugin must not be multi-threaded. It starts no thread: every hook runs on Slurm's
 // thread and returns, and live discovery runs in a forked child process (bounded), not a thread.
@@ -298,7 +269,7 @@ unsafe impl Plugin for MapByDevice {
             let text = user_spec()?;
             if let Some(text) = &text {
                 Spec::parse(text)
-                    .map_err(|e| HookError::Report(format!("invalid --{OPTION}={}: {e}", report::excerpt(text))))?;
+                    .map_err(|e| HookError::Report(format!("invalid --{OPTION}={}: {e}", text::excerpt(text))))?;
             }
             // Called once per component of a heterogeneous job: each must say the same.
             FORGET_OPTION.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -618,7 +589,7 @@ fn user_spec() -> Result<Option<String>, HookError> {
             Ok(s) => Ok(Some(s.trim().to_string())),
             Err(v) => Err(HookError::Report(format!(
                 "--{OPTION} value is not UTF-8: {}",
-                report::excerpt(&v.to_string_lossy())
+                text::excerpt(&v.to_string_lossy())
             ))),
         },
     }

@@ -82,7 +82,7 @@ pub fn register(name: &str, arginfo: &str, usage: &str) -> Result<(), String> {
 extern "C" fn callback(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_int {
     let _entry = crate::entry::Entry::enter(crate::entry::handle());
     let kept = catch_unwind(AssertUnwindSafe(|| {
-        crate::test_panic("option");
+        crate::entry::test_panic("option");
         let value = if optarg.is_null() {
             None
         } else {
@@ -99,7 +99,7 @@ extern "C" fn callback(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_
                 "internal error in the --map-by-device option callback: {} (please report this bug)",
                 crate::entry::panic_report(panic.as_ref())
             );
-            crate::user_error(&message);
+            crate::entry::user_error(&message);
             *FAILURE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message);
             -1
         }

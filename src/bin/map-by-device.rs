@@ -5,12 +5,12 @@
 //! stdout), 1 `check` found the node not ready.
 
 use clap::{Args, Parser, Subcommand};
-use map_by_device::check::{self, CacheProbe, CheckInput, NodeSlurm, PluginEntry, PlugstackItem, Setup};
+use map_by_device::check::{self, CacheProbe, CheckInput, GresInput, NodeSlurm, PluginEntry, PlugstackItem, Setup};
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
-use map_by_device::device::{Device, ZeHierarchy};
+use map_by_device::device::{Device, DeviceClass, Vendor, ZeHierarchy};
 use map_by_device::node::Node;
-use map_by_device::plan::{plan, StepFacts};
+use map_by_device::plan::{plan, PlanError, StepFacts};
 use map_by_device::report;
 use map_by_device::slurm_release::{self, SlurmVersion};
 use map_by_device::spec::{Spec, Target};
@@ -95,9 +95,11 @@ enum Command {
     /// Tell whether this node is ready for the plugin (exit status 0 ready, 1 not ready).
     ///
     /// Reports the node's devices and their order, which GPUs can be named and how (hwloc
-    /// backend or driver file), which would be refused and why, the plugin's settings from
+    /// backend or driver file), which would be refused and why, whether gres.conf numbers the
+    /// GPUs in the order they are mapped in, the plugin's settings from
     /// plugstack.conf and its config file (with the topology cache and require_step_gpus),
-    /// whether the admin's default maps here, and, for this machine, whether slurmd's topology
+    /// whether the admin's default maps here (for one task, one task per device of its class,
+    /// and one task more), and, for this machine, whether slurmd's topology
     /// cache file is there and owned and protected as the steps require.
     Check(CheckArgs),
 }
@@ -113,6 +115,10 @@ struct CheckArgs {
     /// A TOML config file to check, as if the plugstack line said config=FILE.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The gres.conf whose GPU order to compare with the mapping order. Default when reading
+    /// this machine: gres.conf next to slurm.conf (/etc/slurm/gres.conf), if there is one.
+    #[arg(long, value_name = "FILE")]
+    gres_conf: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -290,11 +296,15 @@ fn devices_table(devices: &[&Device]) -> String {
     out
 }
 
-/// The plugstack.conf Slurm reads: slurm.conf's `PlugStackConfig` (slurm.conf from
-/// `SLURM_CONF`, else /etc/slurm/slurm.conf), else /etc/slurm/plugstack.conf.
+/// The slurm.conf Slurm reads: `SLURM_CONF`, else /etc/slurm/slurm.conf.
+fn slurm_conf() -> PathBuf {
+    std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from)
+}
+
+/// The plugstack.conf Slurm reads: slurm.conf's `PlugStackConfig`, else
+/// /etc/slurm/plugstack.conf.
 fn system_plugstack() -> PathBuf {
-    let slurm_conf =
-        std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from);
+    let slurm_conf = slurm_conf();
     let from_conf = std::fs::read_to_string(&slurm_conf).ok().and_then(|text| {
         text.lines().find_map(|l| {
             let l = l.split('#').next().unwrap_or("").trim();
@@ -446,13 +456,91 @@ fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
 
 /// `check`: resolves the settings as the plugin would, loads the node, and reports.
 fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
-    for (flag, path) in [("--plugstack", &args.plugstack), ("--config", &args.config)] {
+    flags_name_files(args)?;
+    let (plugstack, found) = plugstack_findings(args);
+    let setup = plugin_setup(args, plugstack.as_deref(), &found)?;
+    let (config, configured) = match &setup {
+        Setup::Configured { config: Ok(c), .. } => (c.clone(), true),
+        _ => (Config::default(), false),
+    };
+    let node = node_with(&args.source, &config, configured).map_err(|e| e.to_string());
+    let mut problems = found.problems;
+    let gres = node.as_ref().ok().and_then(|n| gres_input(args, n, &mut problems)).transpose()?;
+    let input = CheckInput {
+        node: node.as_ref().map_err(Clone::clone),
+        topology_source: topology_source(&args.source, &config),
+        cache: cache_probe(args, &setup, &config, configured),
+        slurm: slurm_of(&setup),
+        setup,
+        problems,
+        gres,
+    };
+    let report = check::check(&input);
+    Ok((report.text, report.ready))
+}
+
+/// What the gres.conf check reads: `--gres-conf`, else (this machine) gres.conf next to
+/// slurm.conf when there is one, and the `Device Minor` of each NVIDIA GPU's driver file
+/// under the node's proc root. A default gres.conf that cannot be read is a problem.
+fn gres_input(args: &CheckArgs, node: &Node, problems: &mut Vec<String>) -> Option<Result<GresInput, CliError>> {
+    let path = match &args.gres_conf {
+        Some(p) => p.clone(),
+        None if args.source.topology.is_none() => {
+            let p = slurm_conf().parent().unwrap_or(Path::new("/etc/slurm")).join("gres.conf");
+            p.exists().then_some(p)?
+        }
+        None => return None,
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(source) if args.gres_conf.is_some() => {
+            return Some(Err(CliError::Read { flag: "--gres-conf", path, source }))
+        }
+        Err(e) => {
+            problems.push(format!("cannot read {}: {e}", path.display()));
+            return None;
+        }
+    };
+    let proc_root = node.options.proc_root.as_deref();
+    let nvidia_minors = node
+        .devices
+        .iter()
+        .filter(|d| d.class == DeviceClass::Gpu && d.vendor == Vendor::Nvidia)
+        .filter_map(|d| Some((d.busid_text(), d.busid?)))
+        .filter_map(|(text, busid)| {
+            let root = proc_root?;
+            let minor = match map_by_device::driver_ids::nvidia_minor(root, busid) {
+                Ok(Some(m)) => Ok(m),
+                Ok(None) => Err(format!("no {}", map_by_device::driver_ids::nvidia_path(root, busid).display())),
+                Err(e) => Err(e.to_string()),
+            };
+            Some((text, minor))
+        })
+        .collect();
+    Some(Ok(GresInput {
+        origin: path.display().to_string(),
+        text,
+        proc_root: proc_root.map(|p| p.display().to_string()),
+        nvidia_minors,
+    }))
+}
+
+/// The files `check` is told to read exist (a typo is a usage error, not a report).
+fn flags_name_files(args: &CheckArgs) -> Result<(), CliError> {
+    for (flag, path) in [("--plugstack", &args.plugstack), ("--config", &args.config), ("--gres-conf", &args.gres_conf)]
+    {
         if let Some(p) = path {
             if let Err(source) = std::fs::metadata(p) {
                 return Err(CliError::Read { flag, path: p.clone(), source });
             }
         }
     }
+    Ok(())
+}
+
+/// The plugstack.conf to read (`--plugstack`, else this machine's unless the check is of
+/// a config file or another node's topology) and what its lines say about the plugin.
+fn plugstack_findings(args: &CheckArgs) -> (Option<PathBuf>, PlugstackFindings) {
     let plugstack = match &args.plugstack {
         Some(p) => Some(p.clone()),
         None if args.config.is_none() && args.source.topology.is_none() => Some(system_plugstack()),
@@ -466,7 +554,13 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
             found.files.push(format!("{} (which does not exist)", p.display()));
         }
     }
-    let setup = match (&plugstack, &args.config) {
+    (plugstack, found)
+}
+
+/// The plugin's settings: its plugstack line's arguments, with `--config` in place of its
+/// `config=`, read as the plugin reads them.
+fn plugin_setup(args: &CheckArgs, plugstack: Option<&Path>, found: &PlugstackFindings) -> Result<Setup, CliError> {
+    Ok(match (plugstack, &args.config) {
         (None, None) => Setup::NotExamined,
         (Some(_), None) if found.entries.is_empty() => Setup::NotEnabled { files: found.files.clone() },
         _ => {
@@ -488,22 +582,24 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
             let config = Config::from_plugin_args(&plugin_args).map_err(|e| e.to_string());
             Setup::Configured { entries: found.entries.clone(), origin, config }
         }
-    };
-    let (config, configured) = match &setup {
-        Setup::Configured { config: Ok(c), .. } => (c.clone(), true),
-        _ => (Config::default(), false),
-    };
-    let topology_source = match (&args.source.topology, &config.topology) {
+    })
+}
+
+/// Where the topology comes from, in words.
+fn topology_source(source: &Source, config: &Config) -> String {
+    match (&source.topology, &config.topology) {
         (Some(p), _) => format!("{} (--topology)", p.display()),
         (None, Some(p)) => format!("{} (topology= of the plugin's settings)", p.display()),
         (None, None) => "this machine (live hwloc discovery)".to_string(),
-    };
-    let node = node_with(&args.source, &config, configured);
-    // The cache is this machine's: looked at only when the node checked is this one and the
-    // settings use a cache (no topology=, cache not false).
-    let cache = match (configured, &args.source.topology, config.cache_dir()) {
+    }
+}
+
+/// The topology cache is this machine's: looked at only when the node checked is this one
+/// and the settings use a cache (no topology=, cache not false).
+fn cache_probe(args: &CheckArgs, setup: &Setup, config: &Config, configured: bool) -> Option<CacheProbe> {
+    match (configured, &args.source.topology, config.cache_dir()) {
         (true, None, Some(dir)) => {
-            let plugin = match &setup {
+            let plugin = match setup {
                 Setup::Configured { entries, .. } => {
                     entries.first().map(|e| PathBuf::from(&e.line.path)).filter(|p| p.is_absolute())
                 }
@@ -512,25 +608,33 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
             Some(probe_cache(&dir, plugin.as_deref()))
         }
         _ => None,
-    };
-    let node = node.map_err(|e| e.to_string());
-    let slurm = match &setup {
+    }
+}
+
+/// The node's Slurm release, looked for when a plugstack line names the plugin.
+fn slurm_of(setup: &Setup) -> Option<Result<NodeSlurm, String>> {
+    match setup {
         Setup::Configured { entries, .. } if !entries.is_empty() => {
             let paths: Vec<&Path> = entries.iter().map(|e| Path::new(&e.line.path)).collect();
             Some(node_slurm(&paths))
         }
         _ => None,
-    };
-    let input = CheckInput {
-        node: node.as_ref().map_err(Clone::clone),
-        topology_source,
-        setup,
-        problems: found.problems,
-        cache,
-        slurm,
-    };
-    let report = check::check(&input);
-    Ok((report.text, report.ready))
+    }
+}
+
+/// A GPU identity refusal, in the preview's words: the plugin's fix names its config file's
+/// `proc_root`/`sys_root`; a preview reads driver files under `--proc-root`/`--sys-root`.
+/// (`check` keeps the plugin's words: it checks the plugin's settings.)
+fn preview_fix(e: PlanError) -> PlanError {
+    match e {
+        PlanError::NoIdentity { device, busid, host, problem, fix } => {
+            let fix = fix
+                .replace("set proc_root in the plugin config", "give the node's /proc with --proc-root DIR")
+                .replace("set sys_root in the plugin config", "give the node's /sys with --sys-root DIR");
+            PlanError::NoIdentity { device, busid, host, problem, fix }
+        }
+        other => other,
+    }
 }
 
 fn write_svg(path: &Path, svg: &str) -> Result<(), CliError> {
@@ -568,7 +672,7 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
             let facts = facts_from(&args)?;
             let node = node_from(&args.source)?;
             facts_fit(&facts, &node)?;
-            let outcome = plan(&spec, &node, &facts);
+            let outcome = plan(&spec, &node, &facts).map_err(preview_fix);
             if let Some(path) = &args.svg {
                 write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
             }

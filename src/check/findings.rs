@@ -3,7 +3,9 @@
 //! GPUs, what a step on part of the node is handed, how each GPU is named, the
 //! GPU-allocation setting, and what the default does.
 
-use super::{CacheProbe, CacheState, DefaultOutcome, DeviceLine, GpuNaming, GpuStatus, PartialStep, Setup};
+use super::{
+    CacheProbe, CacheState, DefaultOutcome, DefaultStep, DeviceLine, GpuNaming, GpuStatus, PartialStep, Setup,
+};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource};
@@ -264,7 +266,8 @@ fn gpu_naming(node: &Node, d: &Device) -> GpuNaming {
     GpuNaming::Refused { message }
 }
 
-/// Plans the default for one task, as the plugin would for a one-task step.
+/// Plans the default for one task, as the plugin would for a one-task step, then for the
+/// larger steps ([`larger_steps`]).
 fn default_outcome(node: &Node, spec: &Spec) -> DefaultOutcome {
     if spec.is_none() {
         return DefaultOutcome::Off;
@@ -275,10 +278,40 @@ fn default_outcome(node: &Node, spec: &Spec) -> DefaultOutcome {
             spec: text.to_string(),
             task: p.tasks.first().map(|t| report::task_line(node, t)).unwrap_or_default(),
             warnings: p.warnings,
+            larger: larger_steps(node, spec),
         },
         Err(e @ PlanError::NoDevices { .. }) => {
             DefaultOutcome::NotApplicable { spec: text.to_string(), reason: e.to_string() }
         }
         Err(e) => DefaultOutcome::Refused { spec: text.to_string(), message: e.to_string() },
     }
+}
+
+/// The default for a step of one task per device of its class here (a realistic job: one
+/// rank per GPU) and for one task more (the refusal, or the sharing, such a job meets), each
+/// on the whole node. A size of one is the one-task plan, already shown.
+fn larger_steps(node: &Node, spec: &Spec) -> Vec<DefaultStep> {
+    let sizes = match &spec.target {
+        Target::Class(c) => {
+            let n = node.class_indexes(*c).len();
+            [(n, format!("one per {c} device here")), (n + 1, format!("one more than the {c} devices here"))]
+        }
+        _ => [(1, String::new()), (2, "more tasks than the one device it names".to_string())],
+    };
+    sizes
+        .into_iter()
+        .filter(|(n, _)| *n > 1)
+        .map(|(n, why)| {
+            let ntasks = u32::try_from(n).unwrap_or(u32::MAX);
+            let outcome = plan(spec, node, &StepFacts { ntasks, ..StepFacts::default() })
+                .map(|p| {
+                    let names = |t: &crate::plan::TaskPlan| {
+                        t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| d.name.clone()).collect()
+                    };
+                    (p.tasks.iter().map(names).collect(), p.warnings)
+                })
+                .map_err(|e| e.to_string());
+            DefaultStep { ntasks, why, outcome }
+        })
+        .collect()
 }

@@ -7,7 +7,10 @@
 //! - for each GPU, whether it can be named to its runtime and from where (an hwloc backend's
 //!   info key, or a kernel driver file), and if not, the refusal a user would get, with its fix;
 //! - whether the plugin is enabled (a `plugstack.conf` line) and its settings are valid;
-//! - whether the admin's `default=` maps on this node (planned for one task);
+//! - whether the admin's `default=` maps on this node (planned for one task), and what it does
+//!   for a step of one task per device of its class and of one task more ([`DefaultStep`]);
+//! - whether a hand-written gres.conf numbers the GPUs in the order the plugin maps them
+//!   (PCI bus order), which `SLURM_STEP_GPUS` relies on ([`GresReport`]);
 //! - which Slurm release the installed plugin file was built for (its `plugin_version`), and
 //!   whether this node runs that release: Slurm loads a SPANK plugin only into its own
 //!   major.minor, so a node with another release refuses every srun ([`crate::slurm_release`]);
@@ -28,12 +31,14 @@
 //! `plugstack.conf` text; following its `include` lines is the caller's job.
 
 mod findings;
+mod gres;
 mod plugstack;
 mod release;
 mod render;
 
 pub use crate::config::CACHE_FILE_NAME;
 pub use findings::partial_steps;
+pub use gres::{GresGpu, GresInput, GresReport};
 pub use plugstack::{is_this_plugin, parse_plugstack, PluginEntry, PlugstackItem, PlugstackLine, Setup};
 
 use crate::cpuset::CpuSet;
@@ -57,6 +62,8 @@ pub struct CheckInput<'a> {
     /// The Slurm release of this node, or why it is unknown; `None` when not looked for (no
     /// plugstack line names the plugin).
     pub slurm: Option<Result<NodeSlurm, String>>,
+    /// The node's gres.conf and its NVIDIA GPUs' minor numbers; `None` when not looked at.
+    pub gres: Option<GresInput>,
 }
 
 /// The Slurm release this node runs, and where that was read (`slurmd -V`, a Slurm plugin's
@@ -113,12 +120,24 @@ pub enum DefaultOutcome {
     NotConfigured,
     /// `default=none`.
     Off,
-    /// It maps: one task's plan line, and the plan's warnings.
-    Maps { spec: String, task: String, warnings: Vec<String> },
+    /// It maps: one task's plan line, and the plan's warnings; then the larger steps.
+    Maps { spec: String, task: String, warnings: Vec<String>, larger: Vec<DefaultStep> },
     /// No device of its class here: jobs run unmapped (soft), which is not a problem.
     NotApplicable { spec: String, reason: String },
     /// Refused for another reason: jobs run unmapped although the admin meant them mapped.
     Refused { spec: String, message: String },
+}
+
+/// The default planned for a step of `ntasks` tasks on the whole node: one task per device
+/// of its class here, and one task more (what jobs of those sizes get).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultStep {
+    pub ntasks: u32,
+    /// Why this size: `one per gpu device here`, `one more than the gpu devices here`.
+    pub why: String,
+    /// Each task's device names and the plan's warnings, or the refusal (such jobs run
+    /// unmapped: a default is soft).
+    pub outcome: Result<(Vec<Vec<String>>, Vec<String>), String>,
 }
 
 /// One device's line of the report.
@@ -156,6 +175,8 @@ pub struct CheckReport {
     /// one of those localities' CPUs is handed.
     pub partial: Vec<PartialStep>,
     pub gpus: Vec<GpuStatus>,
+    /// gres.conf's GPUs for this node against the mapping order, when it was read.
+    pub gres: Option<GresReport>,
     pub default: DefaultOutcome,
     /// Why the node is not ready, one line each (empty when ready).
     pub problems: Vec<String>,
@@ -184,6 +205,7 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         ignored_display: Vec::new(),
         partial: Vec::new(),
         gpus: Vec::new(),
+        gres: None,
         default: DefaultOutcome::NotConfigured,
         problems: Vec::new(),
         notes: Vec::new(),
@@ -199,6 +221,7 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
             report.ignored_display = findings::ignored_displays(node);
             report.partial = partial_steps(node);
             report.gpus = findings::gpus(node, config, &mut problems, &mut notes);
+            report.gres = input.gres.as_ref().and_then(|g| gres::check(g, node, &mut problems, &mut notes));
             report.default = findings::default(node, config, &mut problems, &mut notes);
         }
     }
@@ -275,6 +298,7 @@ mod tests {
             problems: vec![],
             cache: None,
             slurm: None,
+            gres: None,
         };
         let r = check(&input);
         assert!(!r.ready);
@@ -313,6 +337,7 @@ mod tests {
             problems: vec![],
             cache: Some(probe(Err(crate::cache::Miss::Rejected("the directory is writable by others".into())))),
             slurm: None,
+            gres: None,
         };
         let r = check(&input);
         assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);

@@ -76,6 +76,7 @@ mod tests {
             problems: vec![],
             cache: None,
             slurm: node,
+            gres: None,
         };
         check_node(&input)
     }

@@ -3,7 +3,8 @@
 //! notes and the verdict.
 
 use super::{
-    CacheState, CheckInput, CheckReport, DefaultOutcome, DeviceLine, GpuNaming, NodeSlurm, PartialStep, Setup,
+    CacheState, CheckInput, CheckReport, DefaultOutcome, DefaultStep, DeviceLine, GpuNaming, GresReport, NodeSlurm,
+    PartialStep, Setup,
 };
 use crate::config::{Config, DEFAULT_CACHE_DIR, DEFAULT_PROC_ROOT, DEFAULT_SYS_ROOT};
 use crate::device::DeviceClass;
@@ -19,6 +20,7 @@ pub(super) fn report(r: &CheckReport, input: &CheckInput<'_>) -> String {
         devices(&mut out, r);
         partial(&mut out, &r.partial);
         gpus(&mut out, r);
+        gres(&mut out, r.gres.as_ref());
     }
     let _ = writeln!(out, "\nPlugin configuration:");
     setup(&mut out, r, &input.setup, input.slurm.as_ref());
@@ -86,6 +88,41 @@ fn gpus(out: &mut String, r: &CheckReport) {
             }
         }
     }
+}
+
+/// gres.conf's GPUs for this node in Slurm's index order, each with the GPU it is, and
+/// whether that order is the mapping order (see [`GresReport`]).
+fn gres(out: &mut String, gres: Option<&GresReport>) {
+    let Some(g) = gres else { return };
+    let _ = writeln!(out, "\nGPUs in {}, in Slurm's index order:", g.origin);
+    if g.gpus.is_empty() {
+        let _ = writeln!(out, "  none for this node (no Name=gpu line with File= names it)");
+    }
+    for gpu in &g.gpus {
+        let what = match &gpu.matched {
+            Ok((busid, name, how)) => format!("{busid} {name:<12} ({how})"),
+            Err(_) => "unknown (see the notes)".to_string(),
+        };
+        let extra: String = [("Type", &gpu.gpu_type), ("Cores", &gpu.cores)]
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!(" {k}={v}")))
+            .collect();
+        let _ = writeln!(out, "  {:>2}  {:<20} {what}{extra}", gpu.index, gpu.file);
+    }
+    let verdict = match (g.autodetect.as_deref(), g.in_order) {
+        (Some(a), Some(true)) if a != "off" => {
+            format!(
+                "AutoDetect={a}: Slurm numbers the GPUs itself, in PCI bus order: the order the plugin maps them in"
+            )
+        }
+        (_, Some(true)) => "Slurm's GPU indices are the mapping order (PCI bus order)".to_string(),
+        (_, Some(false)) => {
+            "Slurm's GPU indices are NOT the mapping order (PCI bus order): see the problems".to_string()
+        }
+        (_, None) if g.gpus.is_empty() => return,
+        (_, None) => "whether Slurm's GPU indices are the mapping order cannot be told (see the notes)".to_string(),
+    };
+    let _ = writeln!(out, "  {verdict}");
 }
 
 fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result<NodeSlurm, String>>) {
@@ -211,11 +248,12 @@ fn default(out: &mut String, default: &DefaultOutcome) {
         DefaultOutcome::Off => {
             let _ = writeln!(out, "\nDefault: none (jobs are mapped only when they ask)");
         }
-        DefaultOutcome::Maps { spec, task, warnings } => {
+        DefaultOutcome::Maps { spec, task, warnings, larger } => {
             let _ = writeln!(out, "\nDefault {spec:?} on this node, for a one-task step:\n  {task}");
             for w in warnings {
                 let _ = writeln!(out, "  warning: {w}");
             }
+            larger_steps(out, larger);
         }
         DefaultOutcome::NotApplicable { spec, reason } => {
             let _ = writeln!(out, "\nDefault {spec:?} does not apply on this node (jobs run unmapped): {reason}");
@@ -223,6 +261,62 @@ fn default(out: &mut String, default: &DefaultOutcome) {
         DefaultOutcome::Refused { spec, .. } => {
             let _ = writeln!(out, "\nDefault {spec:?} is refused on this node (below)");
         }
+    }
+}
+
+/// The default for larger steps on the whole node, one line each (see [`DefaultStep`]).
+fn larger_steps(out: &mut String, larger: &[DefaultStep]) {
+    if larger.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "and for larger steps on the whole node:");
+    for step in larger {
+        let _ = write!(out, "  {} tasks ({}): ", step.ntasks, step.why);
+        match &step.outcome {
+            Err(message) => {
+                let _ = writeln!(out, "refused, so such jobs run unmapped: {message}");
+            }
+            Ok((tasks, warnings)) => {
+                let _ = writeln!(out, "{}", step_devices(tasks));
+                for w in warnings {
+                    let _ = writeln!(out, "    warning: {w}");
+                }
+            }
+        }
+    }
+}
+
+/// `each task its own device: cuda0, cuda1, ...`, or which devices tasks share.
+fn step_devices(tasks: &[Vec<String>]) -> String {
+    let mut holders: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (t, names) in tasks.iter().enumerate() {
+        for name in names {
+            match holders.iter_mut().find(|(n, _)| n == name) {
+                Some((_, ts)) => ts.push(t),
+                None => holders.push((name, vec![t])),
+            }
+        }
+    }
+    let shared: Vec<String> = holders
+        .iter()
+        .filter(|(_, ts)| ts.len() > 1)
+        .map(|(n, ts)| {
+            let ts: Vec<String> = ts.iter().map(usize::to_string).collect();
+            format!("{n} (tasks {})", ts.join(", "))
+        })
+        .collect();
+    if !shared.is_empty() {
+        return format!("maps, tasks share devices: {}", shortened(&shared));
+    }
+    let each: Vec<String> = tasks.iter().map(|names| names.join("+")).collect();
+    format!("maps, each task its own device: {}", shortened(&each))
+}
+
+/// A list, with its middle left out when it is long (a 64-GPU node).
+fn shortened(items: &[String]) -> String {
+    match items {
+        [first @ .., last] if items.len() > 8 => format!("{}, ..., {last}", first[..6].join(", ")),
+        _ => items.join(", "),
     }
 }
 

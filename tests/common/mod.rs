@@ -12,6 +12,10 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
+mod assert;
+#[allow(unused_imports)] // each test crate uses its own part of this module
+pub use assert::contains_all;
+
 /// A fixture of the project (`topologies/NAME`).
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies").join(name)

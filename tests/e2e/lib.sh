@@ -62,7 +62,7 @@ e2e_ensure_rust() {
         e2e_log "no cargo: installing a minimal stable Rust toolchain with rustup"
         command -v curl >/dev/null 2>&1 ||
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl ca-certificates >/dev/null
-        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt >/dev/null ||
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy >/dev/null ||
             { e2e_log "rustup failed: install Rust $need or newer (https://rustup.rs)"; return 1; }
         source "$HOME/.cargo/env"
     fi
@@ -78,6 +78,9 @@ e2e_ensure_rust() {
     fi
     if ! cargo fmt --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
         rustup component add rustfmt >/dev/null 2>&1 || e2e_log "could not add rustfmt (the format check will be skipped)"
+    fi
+    if ! cargo clippy --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+        rustup component add clippy >/dev/null 2>&1 || e2e_log "could not add clippy (the clippy suite will fail)"
     fi
     return 0
 }

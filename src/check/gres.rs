@@ -1,0 +1,329 @@
+//! `gres.conf` as Slurm numbers its GPUs, against the order the plugin maps them in.
+//!
+//! The plugin reads `SLURM_STEP_GPUS` as positions among the node's GPUs in PCI bus order
+//! (docs/slurm-allocation.md, section 2). Slurm's index is that order with `AutoDetect=nvml`
+//! (and, by its documentation, `rsmi` and `oneapi`); with a hand-written gres.conf it is the
+//! order of the `File=` values as written, for the lines that apply to the node, each range
+//! (`/dev/nvidia[0-3]`) expanded in ascending order. When the two differ a step is told GPUs
+//! that are not its own, and under `ConstrainDevices` GPUs its device cgroup hides.
+//!
+//! Each file is matched to a GPU by bus id: `/dev/nvidiaN` through the `Device Minor: N` of
+//! the NVIDIA driver's information file (the caller reads those), `/dev/dri/renderDN` and
+//! `/dev/dri/cardN` through hwloc's DRM OS device of that name. Pure: the caller reads
+//! gres.conf and the driver files.
+
+use crate::device::{DeviceClass, Vendor};
+use crate::node::Node;
+
+/// What the caller read for the gres.conf check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresInput {
+    /// The file, in words (`/etc/slurm/gres.conf`).
+    pub origin: String,
+    pub text: String,
+    /// Where the NVIDIA driver files were read (`None`: not read, no proc root).
+    pub proc_root: Option<String>,
+    /// The `/dev/nvidiaN` minor of each NVIDIA GPU of the node, by bus id, or why unknown.
+    pub nvidia_minors: Vec<(String, Result<u32, String>)>,
+}
+
+/// One GPU of gres.conf for this node, in Slurm's index order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresGpu {
+    /// Slurm's index of this GPU on the node.
+    pub index: usize,
+    pub line: usize,
+    pub file: String,
+    pub gpu_type: Option<String>,
+    pub cores: Option<String>,
+    /// The GPU the file is (bus id, name, and how it was matched), or why it is not known.
+    pub matched: Result<(String, String, String), String>,
+}
+
+/// What the gres.conf check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresReport {
+    pub origin: String,
+    /// `AutoDetect=` in force for this node (`nvml`, `off`...), if any.
+    pub autodetect: Option<String>,
+    pub gpus: Vec<GresGpu>,
+    /// Whether Slurm's indices are the mapping order (`None`: cannot be told).
+    pub in_order: Option<bool>,
+}
+
+/// `AutoDetect` values with which Slurm orders the GPUs itself.
+const DETECTORS: [&str; 3] = ["nvml", "rsmi", "oneapi"];
+
+/// Most files one expression may expand to (a node has far fewer GPUs).
+const MAX_EXPANSION: usize = 4096;
+
+/// Expands a Slurm hostlist-style expression (`/dev/nvidia[0-3]`, `node[01-04,7]`, `a,b`):
+/// items separated by top-level commas, each bracket a list of numbers and ranges whose
+/// width (leading zeros) the first number sets.
+pub fn expand(expr: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in expr.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                expand_item(&expr[start..i], &mut out)?;
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    expand_item(&expr[start..], &mut out)?;
+    Ok(out)
+}
+
+fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
+    let Some(open) = item.find('[') else {
+        if item.contains(']') {
+            return Err(format!("unbalanced ']' in {item:?}"));
+        }
+        out.push(item.to_string());
+        return Ok(());
+    };
+    let close = item[open..].find(']').map(|c| open + c).ok_or_else(|| format!("unclosed '[' in {item:?}"))?;
+    let (head, ranges, tail) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
+    for range in ranges.split(',') {
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        let number = |t: &str| {
+            t.trim().parse::<u64>().map_err(|_| format!("{range:?} in {item:?} is not a number or a range N-M"))
+        };
+        let (lo, hi) = (number(a)?, number(b)?);
+        if lo > hi || hi - lo >= MAX_EXPANSION as u64 {
+            return Err(format!("range {range:?} in {item:?} is empty or too large"));
+        }
+        let width = a.trim().len();
+        for n in lo..=hi {
+            expand_item(&format!("{head}{n:0width$}{tail}"), out)?;
+            if out.len() > MAX_EXPANSION {
+                return Err(format!("{item:?} names more than {MAX_EXPANSION} items"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `Key=Value` words of one logical line (keys lower-cased), without its comment.
+fn words(line: &str) -> Vec<(String, String)> {
+    let content = line.split('#').next().unwrap_or("");
+    content
+        .split_whitespace()
+        .map(|w| match w.split_once('=') {
+            Some((k, v)) => (k.to_ascii_lowercase(), v.to_string()),
+            None => (w.to_ascii_lowercase(), String::new()),
+        })
+        .collect()
+}
+
+/// Whether a line with `NodeName=names` (a hostlist) applies to `host`.
+fn names_host(names: &str, host: &str) -> Result<bool, String> {
+    Ok(names.eq_ignore_ascii_case("all") || expand(names)?.iter().any(|n| n == host))
+}
+
+/// The GPU files gres.conf gives `host`, in Slurm's index order, with their line, `Type=`
+/// and `Cores=`, and the `AutoDetect=` in force; `Err` names the line Slurm would refuse.
+fn parse(text: &str, host: &str) -> Result<(Option<String>, Vec<GresGpu>), String> {
+    let mut autodetect = None;
+    let mut gpus = Vec::new();
+    let mut pending = String::new();
+    for (i, raw) in text.lines().enumerate() {
+        // A line ending in '\' goes on (Slurm's parser joins them).
+        if let Some(more) = raw.strip_suffix('\\') {
+            pending.push_str(more);
+            pending.push(' ');
+            continue;
+        }
+        let line = std::mem::take(&mut pending) + raw;
+        let words = words(&line);
+        let get = |k: &str| words.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        let fail = |e: String| format!("line {}: {e}", i + 1);
+        if let Some(names) = get("nodename") {
+            if !names_host(&names, host).map_err(fail)? {
+                continue;
+            }
+        }
+        if let Some(a) = get("autodetect") {
+            autodetect = Some(a.to_ascii_lowercase());
+        }
+        if !get("name").is_some_and(|n| n.eq_ignore_ascii_case("gpu")) {
+            continue;
+        }
+        let Some(files) = get("file") else { continue };
+        for file in expand(&files).map_err(|e| fail(format!("File={files}: {e}")))? {
+            gpus.push(GresGpu {
+                index: gpus.len(),
+                line: i + 1,
+                file,
+                gpu_type: get("type"),
+                cores: get("cores"),
+                matched: Err(String::new()),
+            });
+        }
+    }
+    Ok((autodetect, gpus))
+}
+
+/// The GPU `file` is on `node`: its bus id, name, and how that was found.
+fn match_file(file: &str, node: &Node, input: &GresInput) -> Result<(String, String, String), String> {
+    let gpus = node.class_indexes(DeviceClass::Gpu);
+    let named = |busid: &str, how: String| {
+        let name = gpus.iter().map(|&i| &node.devices[i]).find(|d| d.busid_text() == busid).map(|d| d.name.clone());
+        name.map(|n| (busid.to_string(), n, how.clone()))
+            .ok_or_else(|| format!("{how}, which is not one of this node's GPUs"))
+    };
+    if let Some(minor) = file.strip_prefix("/dev/nvidia").and_then(|m| m.parse::<u32>().ok()) {
+        let Some(root) = &input.proc_root else {
+            return Err("no NVIDIA driver files are read (give --proc-root, the node's /proc)".into());
+        };
+        return match input.nvidia_minors.iter().find(|(_, m)| m.as_ref() == Ok(&minor)) {
+            Some((busid, _)) => named(busid, format!("Device Minor {minor}")),
+            None => Err(format!("no GPU's driver file under {root} says Device Minor {minor}")),
+        };
+    }
+    if let Some(drm) = file.strip_prefix("/dev/dri/") {
+        let function = node.topology.pci.iter().find(|f| f.osdevs.iter().any(|o| o.name == drm));
+        return match function {
+            Some(f) => named(&f.busid.to_string(), format!("hwloc's {drm}")),
+            None => Err(format!("hwloc reports no {drm} on this node")),
+        };
+    }
+    Err("neither /dev/nvidiaN nor /dev/dri/renderDN or cardN: cannot tell which GPU it is".into())
+}
+
+/// Checks gres.conf's GPUs for `node`; a wrong order (or a file Slurm would refuse) is a
+/// problem, a file that cannot be matched a note.
+pub fn check(
+    input: &GresInput,
+    node: &Node,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Option<GresReport> {
+    let (autodetect, mut gpus) = match parse(&input.text, node.hostname()) {
+        Ok(found) => found,
+        Err(e) => {
+            problems.push(format!("{}: slurmd cannot read it: {e}", input.origin));
+            return None;
+        }
+    };
+    for g in &mut gpus {
+        g.matched = match_file(&g.file, node, input);
+        if let Err(why) = &g.matched {
+            notes.push(format!("{} line {}: which GPU {} is cannot be told: {why}", input.origin, g.line, g.file));
+        }
+    }
+    let detected = autodetect.as_deref().is_some_and(|a| DETECTORS.contains(&a));
+    let in_order = if detected { Some(true) } else { order(input, node, &gpus, problems) };
+    Some(GresReport { origin: input.origin.clone(), autodetect, gpus, in_order })
+}
+
+/// Whether Slurm's indices (file order) are the mapping order (PCI bus order); a mismatch is
+/// a problem that says what to write instead. `None` when no file could be matched.
+fn order(input: &GresInput, node: &Node, gpus: &[GresGpu], problems: &mut Vec<String>) -> Option<bool> {
+    let order: Vec<String> =
+        node.class_indexes(DeviceClass::Gpu).into_iter().map(|i| node.devices[i].busid_text()).collect();
+    let name_of = |busid: &str| {
+        node.devices.iter().find(|d| d.class == DeviceClass::Gpu && d.busid_text() == busid).map_or("", |d| &d.name)
+    };
+    let mut wrong = Vec::new();
+    for g in gpus {
+        let Ok((busid, name, _)) = &g.matched else { continue };
+        match order.get(g.index) {
+            Some(expected) if expected == busid => {}
+            Some(expected) => wrong.push(format!(
+                "Slurm's GPU {} is {} ({busid} {name}) but the mapping's GPU {} is {expected} {}",
+                g.index,
+                g.file,
+                g.index,
+                name_of(expected)
+            )),
+            None => wrong.push(format!(
+                "Slurm's GPU {} is {} ({busid} {name}), beyond the node's {} GPUs",
+                g.index,
+                g.file,
+                order.len()
+            )),
+        }
+    }
+    if gpus.iter().all(|g| g.matched.is_err()) {
+        return None;
+    }
+    if wrong.is_empty() {
+        return Some(true);
+    }
+    let shown = if wrong.len() > 4 {
+        format!("{}; ... ({} GPUs in all)", wrong[..3].join("; "), wrong.len())
+    } else {
+        wrong.join("; ")
+    };
+    problems.push(format!(
+        "{} numbers this node's GPUs in another order than the plugin maps them (PCI bus order): {shown}. The plugin \
+         reads SLURM_STEP_GPUS as positions in PCI bus order, so a step is told GPUs that are not its own (with \
+         ConstrainDevices, GPUs its device cgroup hides, which it cannot open): {}",
+        input.origin,
+        fix(node, gpus, &order)
+    ));
+    Some(false)
+}
+
+/// What to write instead: the files in PCI bus order, or a detector.
+fn fix(node: &Node, gpus: &[GresGpu], order: &[String]) -> String {
+    let files: Option<Vec<&str>> = order
+        .iter()
+        .map(|busid| gpus.iter().find(|g| g.matched.as_ref().is_ok_and(|m| &m.0 == busid)).map(|g| g.file.as_str()))
+        .collect();
+    let detector = match node.class_indexes(DeviceClass::Gpu).first().map(|&i| node.devices[i].vendor) {
+        Some(Vendor::Nvidia) => " (or AutoDetect=nvml, with which Slurm numbers them in PCI bus order itself)",
+        Some(Vendor::Amd) => {
+            " (or AutoDetect=rsmi, with which Slurm numbers them itself, by its documentation in PCI \
+                               bus order)"
+        }
+        _ => "",
+    };
+    match files {
+        Some(files) => format!("write the files in PCI bus order, File={}{detector}", files.join(",")),
+        None => format!("list every GPU of the node in PCI bus order ({}){detector}", order.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expressions_expand_as_slurm_expands_them() {
+        assert_eq!(
+            expand("/dev/nvidia[0-3]").unwrap(),
+            ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3"]
+        );
+        assert_eq!(expand("/dev/nvidia[2,0]").unwrap(), ["/dev/nvidia2", "/dev/nvidia0"]);
+        assert_eq!(expand("node[01-02,10],login").unwrap(), ["node01", "node02", "node10", "login"]);
+        assert_eq!(expand("/dev/dri/renderD128").unwrap(), ["/dev/dri/renderD128"]);
+        assert!(expand("/dev/nvidia[0-").unwrap_err().contains("unclosed '['"));
+        assert!(expand("/dev/nvidia[3-1]").unwrap_err().contains("empty or too large"));
+        assert!(expand("/dev/nvidia[a]").unwrap_err().contains("is not a number"));
+        assert!(expand("n[0-99999]").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn only_this_nodes_gpu_lines_count_in_file_order() {
+        let text = "AutoDetect=off\n\
+                    NodeName=other[01-04] Name=gpu File=/dev/nvidia[0-7]\n\
+                    # a comment\n\
+                    NodeName=node[1-2] Name=gpu Type=a100 File=/dev/nvidia1 Cores=8-15\n\
+                    NodeName=node[1-2] Name=gpu Type=a100 \\\n  File=/dev/nvidia0 Cores=0-7 # first core range\n\
+                    NodeName=node1 Name=mps Count=100\n";
+        let (auto, gpus) = parse(text, "node1").unwrap();
+        assert_eq!(auto.as_deref(), Some("off"));
+        let files: Vec<(&str, usize, Option<&str>)> =
+            gpus.iter().map(|g| (g.file.as_str(), g.line, g.cores.as_deref())).collect();
+        assert_eq!(files, [("/dev/nvidia1", 4, Some("8-15")), ("/dev/nvidia0", 6, Some("0-7"))]);
+        assert_eq!(gpus[1].index, 1);
+        assert!(parse("NodeName=n[1- Name=gpu File=/dev/nvidia0\n", "n1").unwrap_err().starts_with("line 1: "));
+    }
+}

@@ -1,0 +1,44 @@
+//! Untrusted text (names from topology and driver files, a user's option value) made safe
+//! for one-line messages, reports and logs: one rule for every place that shows such text.
+
+/// `text` with every character outside printable ASCII escaped (`\n`, `\u{1b}`).
+pub fn printable(text: &str) -> String {
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return text.to_string();
+    }
+    text.chars().flat_map(|c| if (' '..='~').contains(&c) { vec![c] } else { c.escape_default().collect() }).collect()
+}
+
+/// Untrusted text quoted in a one-line message: as it is when it is short printable ASCII,
+/// otherwise its start, escaped, and its length (a megabyte-long option value is not echoed
+/// back, nor a newline in it).
+pub fn excerpt(text: &str) -> String {
+    const MAX: usize = 120;
+    if text.len() <= MAX && text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(MAX / 2).collect();
+    let more = if head.len() < text.len() { format!("... ({} bytes)", text.len()) } else { String::new() };
+    format!("{:?}{more}", head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_is_not_printable_ascii_is_escaped() {
+        assert_eq!(printable("mlx5_0 \"a\" \\"), "mlx5_0 \"a\" \\");
+        assert_eq!(printable("omni\u{7f}path"), "omni\\u{7f}path");
+        assert_eq!(printable("mlx5\n0"), "mlx5\\n0");
+    }
+
+    #[test]
+    fn excerpts_are_short_and_one_line() {
+        assert_eq!(excerpt("gpu:bogus"), "gpu:bogus");
+        assert_eq!(excerpt("gpu\nverbose"), "\"gpu\\nverbose\"");
+        let long = excerpt(&"x".repeat(1 << 20));
+        assert!(long.ends_with("... (1048576 bytes)") && long.len() < 100, "{long}");
+        assert_eq!(excerpt(&"é".repeat(10)), format!("{:?}", "é".repeat(10)));
+    }
+}
