@@ -702,6 +702,49 @@ mod tests {
         assert!(matches!(run(i), Step::Planned(_)));
     }
 
+    /// The admin's `omp = true`: every mapped task is told its binding in the OpenMP
+    /// variables, a variable the job set itself is kept (each of the three on its own), and a
+    /// job's `omp=false` opts out.
+    #[test]
+    fn admin_omp_tells_each_task_and_keeps_the_jobs_own_values() {
+        let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
+        let config = Config { topology: Some(topology), omp: Some(true), ..Config::default() };
+        let planned = |spec: &str, job_env: &[(&str, &str)]| {
+            let mut i = inputs(Some(spec), Ok(config.clone()));
+            i.step_alloc_cores = Some("0-1".into());
+            i.env = env(job_env);
+            match run(i) {
+                Step::Planned(p) => p.plan.tasks.iter().map(|t| t.env.clone()).collect::<Vec<_>>(),
+                other => panic!("{spec}: {other:?}"),
+            }
+        };
+        let omp = |e: &BTreeMap<String, String>| {
+            ["OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND"].map(|k| e.get(k).cloned().unwrap_or_default())
+        };
+        // One core each (bind=split on two packages of one core).
+        for e in planned("gpu", &[]) {
+            assert_eq!(omp(&e), ["1", "cores", "spread"], "{e:?}");
+        }
+        // The job's own values: not written, so the task keeps what it has.
+        for e in planned("gpu", &[("OMP_NUM_THREADS", "7")]) {
+            assert_eq!(omp(&e), ["", "cores", "spread"], "{e:?}");
+        }
+        for e in planned("gpu", &[("OMP_PLACES", "threads"), ("OMP_PROC_BIND", "close")]) {
+            assert_eq!(omp(&e), ["1", "", ""], "{e:?}");
+        }
+        // The job says no.
+        for e in planned("gpu:omp=false", &[]) {
+            assert_eq!(omp(&e), ["", "", ""], "{e:?}");
+        }
+        // Without the setting, only omp in the spec.
+        let mut i = inputs(Some("gpu"), Ok(Config { omp: None, ..config.clone() }));
+        i.step_alloc_cores = Some("0-1".into());
+        match run(i) {
+            Step::Planned(p) => assert!(p.plan.tasks.iter().all(|t| !t.env.contains_key("OMP_PLACES"))),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn without_step_gpus_the_node_gpus_unless_required() {
         let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };

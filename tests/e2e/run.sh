@@ -190,6 +190,36 @@ c_split_omp() {
     expect_rc 1 && expect_err "3 tasks share the locality of cuda0 (CPUs 0" && expect_err ":overload"
 }
 
+c_admin_omp() {
+    local conf=$E2E_DIR/etc/omp.toml
+    local omp='echo "task=$SLURM_LOCALID ${OMP_NUM_THREADS:--} ${OMP_PLACES:--} ${OMP_PROC_BIND:--}"'
+    printf 'omp = true\ntopology = "%s"\n' "$FIX" >"$conf"
+    chmod 644 "$conf"
+    set_plugstack "config=$conf"
+    # The admin's omp = true: each mapped task is told its binding (one core each) ...
+    run srun -n 2 --map-by-device=gpu bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 1 cores spread\ntask=1 1 cores spread')" || return 1
+    # ... a value the job set is kept, each variable on its own ...
+    run env OMP_NUM_THREADS=7 srun -n 2 --map-by-device=gpu bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 7 cores spread\ntask=1 7 cores spread')" || return 1
+    run env OMP_PLACES=threads OMP_PROC_BIND=close srun -n 2 --map-by-device=gpu bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 1 threads close\ntask=1 1 threads close')" || return 1
+    # ... the admin's default is told too; omp=false opts out; an unmapped step gets nothing.
+    set_plugstack "config=$conf default=gpu"
+    run srun -n 2 bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 1 cores spread\ntask=1 1 cores spread')" || return 1
+    run srun -n 2 --map-by-device=gpu:omp=false bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 - - -\ntask=1 - - -')" || return 1
+    run srun -n 2 --map-by-device=none bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 - - -\ntask=1 - - -')"
+}
+
 c_default_applies() {
     set_plugstack "topology=$FIX default=gpu"
     probe -n 2
@@ -1025,6 +1055,7 @@ AFFINITY_CASES=(
     "shared never stacks tasks on one core unless :overload|c_overload_refused"
     "ppr=2: consecutive tasks per GPU|c_ppr"
     "bind=split: two GPUs on one package get a core each; omp tells OpenMP, keeps the job's value|c_split_omp"
+    "admin omp = true: OMP_* reach each mapped task; the job's own OMP_* values are kept; omp=false opts out|c_admin_omp"
     "plugstack default= applies when the job gives no spec|c_default_applies"
     "--map-by-device=none turns the default off|c_default_none"
     "a job's spec overrides the default|c_default_overridden"
