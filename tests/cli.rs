@@ -874,3 +874,32 @@ fn topology_that_is_a_fifo_or_too_large_is_refused_without_reading_it() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains(&big) && err.contains("68719476736 bytes, larger than any topology export"), "{err}");
 }
+
+/// `plan --help` lists every qualifier the parser knows, and every place the docs quote the
+/// parser's "expected one of" list quotes it as it is.
+#[test]
+fn every_qualifier_is_in_plan_help_and_quoted_lists_are_the_real_one() {
+    let err = refused(&["plan", "--topology", &topo("turin-h200.xml"), "-n", "1", "gpu:bogus"]);
+    let list = err.trim_end().split("expected one of ").nth(1).unwrap().to_string();
+    let help = ok(&["plan", "--help"]);
+    let quals: String = help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("QUALIFIERS"))
+        .take_while(|l| !l.trim_start().starts_with("bind="))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for q in list.split(", ") {
+        let listed = quals
+            .split_whitespace()
+            .any(|w| w == q || w.starts_with(&format!("{q}=")) || w.starts_with(&format!("{q}[")));
+        assert!(listed, "plan --help does not list {q:?}:\n{quals}");
+    }
+    for doc in ["README.md", "docs/user-guide.md", "docs/admin-guide.md", "docs/plugin.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        for quoted in text.split("expected one of ").skip(1) {
+            let quoted: String =
+                quoted.chars().take_while(|c| c.is_ascii_lowercase() || *c == ',' || *c == ' ').collect();
+            assert_eq!(quoted.trim_end(), list, "{doc} quotes another qualifier list");
+        }
+    }
+}

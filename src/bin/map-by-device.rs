@@ -55,7 +55,7 @@ SPEC: TARGET[:QUALIFIER[=VALUE]]...
   TARGET     gpu, network (nic, fabric, openfabrics), block, none, or one device by name,
              UUID, PCI bus id or PMIx id (mlx5_0, GPU-46f7..., 0000:06:00.0, gpu://host::nvml2)
   QUALIFIERS interleave[=LEVEL] shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL
-             overload env=all|none omp closest verbose
+             overload env=all|none omp closest adapters verbose
   bind=      split (default), locality, hwthread, core, l1cache, l2cache, l3cache, numa,
              package (socket), none
   Words may be shortened to a unique prefix; ':' separates qualifiers, ',' does not.
