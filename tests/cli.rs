@@ -903,3 +903,21 @@ fn every_qualifier_is_in_plan_help_and_quoted_lists_are_the_real_one() {
         }
     }
 }
+
+/// `plan --env` reads Slurm's `CUDA_VISIBLE_DEVICES` for the step as the plugin does: MIG
+/// instances are refused with the fix, GPU UUIDs (gres.conf `Flags=env_uuid`) name the
+/// step's GPUs and must agree with `--step-gpus`; a network mapping does not look at them.
+#[test]
+fn plan_reads_slurms_visible_devices_as_the_plugin_does() {
+    let turin = topo("turin-h200.xml");
+    let mig = "CUDA_VISIBLE_DEVICES=MIG-5c1f3b2a-0d7e-5b44-9a3c-2f6e8d1b7a90";
+    let err = refused(&["plan", "--topology", &turin, "--step-gpus", "0", "--env", mig, "-n", "1", "gpu"]);
+    contains_all(&err, &["the step's GPUs are MIG instances", "--map-by-device=none"]);
+    ok(&["plan", "--topology", &turin, "--step-gpus", "0", "--env", mig, "-n", "1", "nic"]);
+    let uuids =
+        "CUDA_VISIBLE_DEVICES=GPU-be387809-7d0f-8622-8b7d-e8b861781bdc,GPU-96c8418c-4e47-1a38-d5cc-bf6f1363e911";
+    let out = ok(&["plan", "--short", "--topology", &turin, "--env", uuids, "-n", "2", "gpu"]);
+    assert!(out.contains("\n0     cuda2 ") && out.contains("\n1     cuda3 "), "{out}");
+    let err = refused(&["plan", "--topology", &turin, "--step-gpus", "0,1", "--env", uuids, "-n", "2", "gpu"]);
+    assert!(err.contains("SLURM_STEP_GPUS says [0, 1]"), "{err}");
+}

@@ -33,6 +33,8 @@ enum CliError {
     CpuList { flag: &'static str, source: map_by_device::cpuset::CpuListError },
     #[error("--step-gpus: {0}")]
     StepGpus(#[from] map_by_device::plan::StepGpusError),
+    #[error("{0}")]
+    VisibleGpus(String),
     #[error("invalid --env {given:?}: expected NAME=VALUE with a non-empty NAME")]
     Env { given: String },
     #[error("{flag} is empty: give the step's CPUs as a cpulist such as 0-3,8")]
@@ -565,9 +567,14 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
         }
         Command::Plan(args) => {
             let spec = Spec::parse(&args.spec)?;
-            let facts = facts_from(&args)?;
+            let mut facts = facts_from(&args)?;
             let node = node_from(&args.source)?;
             facts_fit(&facts, &node)?;
+            if map_by_device::plan::spec_may_use_gpus(&spec) {
+                // Slurm's CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES given with --env, read as the plugin does.
+                facts.step_gpus = map_by_device::plan::visible_gpus(&facts.env, &node, facts.step_gpus.take())
+                    .map_err(CliError::VisibleGpus)?;
+            }
             let outcome = plan(&spec, &node, &facts);
             if let Some(path) = &args.svg {
                 write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;

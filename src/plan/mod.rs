@@ -18,7 +18,8 @@ mod order;
 mod pair;
 
 pub use facts::{
-    parse_step_gpus, visible_devices, StepFacts, StepGpusError, VisibleDevices, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
+    parse_step_gpus, spec_may_use_gpus, visible_devices, visible_gpus, StepFacts, StepGpusError, VisibleDevices,
+    MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
 };
 pub use order::{device_order, interleave, named_device, DeviceOrder, Near};
 
