@@ -633,6 +633,18 @@ c_gres_gpu_bind() {
     expect_rc 0 && expect_out "$(line 0 0 0,1 =mlx5_0 mlx5_0:1; line 1 1 0,1 =mlx5_1 mlx5_1:1)"
 }
 
+c_gres4_gpus_per_task() {
+    set_plugstack "topology=$FIX_4GPU"
+    # --gpus-per-task=2 with two tasks: Slurm gives task k the step's GPUs 2k and 2k+1 (its
+    # SLURM_STEP_GPUS); ndev=auto gives task k the same two, by UUID, and the CPU next to
+    # both (each package holds two GPUs and one CPU).
+    gres_probe -n 2 --gpus-per-task=2 --map-by-device=gpu:ndev=auto:verbose
+    expect_rc 0 && expect_out "$(gline 0 0 0-1 0,1 "${G4[0]},${G4[1]}"; gline 1 1 0-1 2,3 "${G4[2]},${G4[3]}")" &&
+        expect_err "task 0 (global 0): gpu 0000:17:00.0 cuda0 ${G4[0]}, gpu 0000:18:00.0 cuda1 ${G4[1]}; CPUs 0 set" &&
+        expect_err "task 1 (global 1): gpu 0000:65:00.0 cuda2 ${G4[2]}, gpu 0000:66:00.0 cuda3 ${G4[3]}; CPUs 1 set" &&
+        node_idle
+}
+
 c_gres_gpu_bind_default() {
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF default=gpu"
     # The admin's default steps aside for Slurm's binding: Slurm's variables stay.
@@ -1100,6 +1112,12 @@ GRES_CASES=(
     "gres: a step without GPUs: all GPUs, or refused with require_step_gpus|c_gres_no_gpus_requested"
 )
 
+# The same with four fake GPUs (gres.conf: /dev/full, /dev/null, /dev/random, /dev/zero =
+# Slurm's GPUs 0-3) on topologies/e2e-4gpu.xml: two per package, one CPU per package.
+GRES4_CASES=(
+    "gres, 4 GPUs: --gpus-per-task=2 -n 2 with ndev=auto gives each task exactly Slurm's two GPUs and their CPU|c_gres4_gpus_per_task"
+)
+
 # task/affinity, real layout, live discovery; slurmd starts with the plugin configured, so
 # its init writes the topology cache.
 CACHE_CASES=(
@@ -1144,6 +1162,9 @@ main() {
     [[ ${GRES_UUID[0]} == "$UUID0" && ${GRES_UUID[1]} == "$UUID1" ]] ||
         abort "the driver files' UUIDs (${GRES_UUID[*]}) are not e2e-2gpu.xml's ($UUID0 $UUID1)"
 
+    FIX_4GPU=$E2E_ROOT/topologies/e2e-4gpu.xml
+    mapfile -t G4 < <(grep -o 'name="NVIDIAUUID" value="[^"]*"' "$FIX_4GPU" | sed 's/.*value="//;s/"$//')
+    ((${#G4[@]} == 4)) || abort "reading the four GPU UUIDs of $FIX_4GPU"
     cases_init
     # The GRES phase's probe: also the step's cpuset (the task's cpuset cgroup) and the GPU
     # list Slurm gave the step; with HOLD set it then sleeps that long (a job that stays).
@@ -1168,6 +1189,7 @@ EOF
     if e2e_cgroup_v1_available; then
         run_phase cgroup - "${CGROUP_CASES[@]}"
         run_phase gres - "${GRES_CASES[@]}"
+        E2E_GRES_FILES="/dev/full /dev/null /dev/random /dev/zero" run_phase gres - "${GRES4_CASES[@]}"
     else
         NOTES+=("task/cgroup and GRES cases skipped: no cgroup v1 cpuset/freezer hierarchy mounted here")
     fi

@@ -1043,6 +1043,21 @@ def fx_e2e_1socket_2gpu():
     return Topology(fx, machine(fx, [pkg]))
 
 
+def fx_e2e_4gpu():
+    """The end-to-end GRES phase with four GPUs on this machine's CPUs 0-1: two packages of one
+    core, two NVIDIA GPUs on each (`srun -n 2 --gpus-per-task=2 --map-by-device=gpu:ndev=auto`
+    gives each task both GPUs of one package and that package's CPU)."""
+    fx = "e2e-4gpu"
+    g4 = link_speed(4, 16)
+    packages = []
+    for p, buses in ((0, ("0000:17:00.0", "0000:18:00.0")), (1, ("0000:65:00.0", "0000:66:00.0"))):
+        gpus = [nvidia_gpu(fx, b, "a100pcie", index=2 * p + k, speed=g4) for k, b in enumerate(buses)]
+        ports = [root_port_for(g, "%s:%02x.0" % (sub_bus(buses[0], -1), 1 + k), INTEL_ROOT_PORT)
+                 for k, g in enumerate(gpus)]
+        packages.append(package(p, CPU_GENERIC, [numa(p, 16 * GIB), core(p, [p], 0), hostbridge(ports)]))
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
+
+
 def fx_e2e_2gpu_amd():
     """The multi-node suite's node2: two AMD GPUs, no network adapter, CPUs 0-1. Two packages
     (one NUMA domain and one core each); the lower bus number is on the second package, so
@@ -1227,7 +1242,7 @@ def fx_dgx2_mlx5():
 FIXTURES = [fx_turin_h200, fx_uneven_3plus1, fx_degenerate_one_complex, fx_degenerate_machine,
             fx_amd_mi250x, fx_intel_pvc, fx_omnipath, fx_no_gpu, fx_drm_only, fx_e2e_2gpu,
             fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_e2e_2gpu_amd, fx_e2e_nogpu, fx_e2e_snc_2gpu,
-            fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5, fx_gpu_omnipath]
+            fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5, fx_gpu_omnipath, fx_e2e_4gpu]
 
 
 # ---------------------------------------------------------------------------------------
