@@ -180,7 +180,7 @@ pub fn plan_json(node: &Node, plan: &Plan) -> Value {
                 "task": t.task,
                 "devices": t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| device_json(d, false)).collect::<Vec<_>>(),
                 "cpus": t.cpus.as_ref().map(|c| c.to_list()),
-                "env": t.env,
+                "env": &*t.env,
             });
             if !t.adapters.is_empty() {
                 let adapters: Vec<Value> = t

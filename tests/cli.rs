@@ -927,3 +927,134 @@ fn check_reads_autodetect_bad_gres_lines_and_the_default_gres_conf() {
         ],
     );
 }
+
+/// Issue 10.5: an Intel GPU whose Level Zero hierarchy model is unknown is refused, and every
+/// place that describes the setting says so, with the two ways out: the admin's
+/// `ze_hierarchy`, or the job's `:env=none` for placement and binding alone.
+#[test]
+fn intel_gpus_without_a_hierarchy_model_are_refused_and_check_says_so() {
+    let pvc = topo("intel-pvc.xml");
+    let err = refused(&["plan", "--topology", &pvc, "-n", "1", "gpu"]);
+    contains_all(&err, &["GPU ze0 at 0000:18:00.0 on pvc-node cannot be named", "sets ze_hierarchy", ":env=none"]);
+    let out = ok(&["plan", "--topology", &pvc, "-n", "1", "gpu:env=none"]);
+    assert!(out.contains("PMIX_DEVICE_ID=gpu://pvc-node::ze0") && !out.contains("ZE_AFFINITY_MASK"), "{out}");
+    let out = ok(&["plan", "--topology", &pvc, "--ze-hierarchy", "FLAT", "-n", "1", "gpu"]);
+    assert!(out.contains("ZE_AFFINITY_MASK=0 ZE_FLAT_DEVICE_HIERARCHY=FLAT"), "{out}");
+
+    // check: not ready, with the refusal (not "masks are not written") and both fixes.
+    let o = run(&["check", "--topology", &pvc]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    contains_all(&out, &["6 Level Zero GPUs", "every GPU mapping here is refused", "set ze_hierarchy", ":env=none"]);
+    assert!(!out.contains("never written"), "{out}");
+
+    // The settings report of a config file that leaves ze_hierarchy unset says the same.
+    let Some(dir) = TempDir::trusted("ze") else { return };
+    let c = dir.file("c.toml", "default = \"gpu\"\n");
+    let o = run(&["check", "--topology", &pvc, "--config", &c]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("    ze_hierarchy      (unset: Intel GPU mappings are refused unless the job adds :env=none)\n"),
+        "{out}"
+    );
+    assert!(out.contains("Default \"gpu\"") && out.contains("sets ze_hierarchy"), "{out}");
+}
+
+/// Runs the binary with a deadline: `None` when it was still running (then killed).
+fn run_within(args: &[&str], secs: u64) -> Option<Output> {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {BIN}: {e}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Issue 10.6: `--topology` names anything but a regular file (a FIFO nobody writes to, which
+/// a plain open would wait on forever), or a file larger than any export: refused, with the
+/// path and the reason, without waiting for a writer and without reading the file.
+#[test]
+fn topology_that_is_a_fifo_or_too_large_is_refused_without_reading_it() {
+    let dir = TempDir::new("topology-kinds");
+    let fifo = dir.0.join("topo.fifo");
+    let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+    // SAFETY: a NUL-terminated path owned for the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", fifo.display());
+    let fifo = fifo.display().to_string();
+    for sub in [&["plan", "--topology", &fifo, "-n", "1", "gpu"][..], &["devices", "--topology", &fifo]] {
+        let o = run_within(sub, 30).unwrap_or_else(|| panic!("{sub:?} still waiting on the FIFO after 30 s"));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{sub:?}: {err}");
+        assert!(err.starts_with("map-by-device: error: ") && err.contains(&fifo), "{err}");
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    // A sparse file of 64 GiB: over the cap by its size alone. Reading it (zeros) to the end
+    // would take minutes and 64 GiB of memory; the refusal comes before the first byte.
+    let big = dir.0.join("huge.xml");
+    std::fs::File::create(&big).unwrap().set_len(64 << 30).unwrap();
+    let big = big.display().to_string();
+    let o = run_within(&["plan", "--topology", &big, "-n", "1", "gpu"], 30)
+        .unwrap_or_else(|| panic!("a 64 GiB --topology is being read"));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&big) && err.contains("68719476736 bytes, larger than any topology export"), "{err}");
+}
+
+/// `plan --help` lists every qualifier the parser knows, and every place the docs quote the
+/// parser's "expected one of" list quotes it as it is.
+#[test]
+fn every_qualifier_is_in_plan_help_and_quoted_lists_are_the_real_one() {
+    let err = refused(&["plan", "--topology", &topo("turin-h200.xml"), "-n", "1", "gpu:bogus"]);
+    let list = err.trim_end().split("expected one of ").nth(1).unwrap().to_string();
+    let help = ok(&["plan", "--help"]);
+    let quals: String = help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("QUALIFIERS"))
+        .take_while(|l| !l.trim_start().starts_with("bind="))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for q in list.split(", ") {
+        let listed = quals
+            .split_whitespace()
+            .any(|w| w == q || w.starts_with(&format!("{q}=")) || w.starts_with(&format!("{q}[")));
+        assert!(listed, "plan --help does not list {q:?}:\n{quals}");
+    }
+    for doc in ["README.md", "docs/user-guide.md", "docs/admin-guide.md", "docs/plugin.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        for quoted in text.split("expected one of ").skip(1) {
+            let quoted: String =
+                quoted.chars().take_while(|c| c.is_ascii_lowercase() || *c == ',' || *c == ' ').collect();
+            assert_eq!(quoted.trim_end(), list, "{doc} quotes another qualifier list");
+        }
+    }
+}
+
+/// `plan --env` reads Slurm's `CUDA_VISIBLE_DEVICES` for the step as the plugin does: MIG
+/// instances are refused with the fix, GPU UUIDs (gres.conf `Flags=env_uuid`) name the
+/// step's GPUs and must agree with `--step-gpus`; a network mapping does not look at them.
+#[test]
+fn plan_reads_slurms_visible_devices_as_the_plugin_does() {
+    let turin = topo("turin-h200.xml");
+    let mig = "CUDA_VISIBLE_DEVICES=MIG-5c1f3b2a-0d7e-5b44-9a3c-2f6e8d1b7a90";
+    let err = refused(&["plan", "--topology", &turin, "--step-gpus", "0", "--env", mig, "-n", "1", "gpu"]);
+    contains_all(&err, &["the step's GPUs are MIG instances", "--map-by-device=none"]);
+    ok(&["plan", "--topology", &turin, "--step-gpus", "0", "--env", mig, "-n", "1", "nic"]);
+    let uuids =
+        "CUDA_VISIBLE_DEVICES=GPU-be387809-7d0f-8622-8b7d-e8b861781bdc,GPU-96c8418c-4e47-1a38-d5cc-bf6f1363e911";
+    let out = ok(&["plan", "--short", "--topology", &turin, "--env", uuids, "-n", "2", "gpu"]);
+    assert!(out.contains("\n0     cuda2 ") && out.contains("\n1     cuda3 "), "{out}");
+    let err = refused(&["plan", "--topology", &turin, "--step-gpus", "0,1", "--env", uuids, "-n", "2", "gpu"]);
+    assert!(err.contains("SLURM_STEP_GPUS says [0, 1]"), "{err}");
+}

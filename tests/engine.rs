@@ -467,16 +467,82 @@ fn pe_under_a_level_the_node_lacks_is_refused_not_empty() {
     assert!(p.tasks.iter().all(|t| !t.cpus.as_ref().unwrap().is_empty()));
 }
 
+/// The CPU rule's edges (the user guide, "How many tasks a CPU holds"): split shares stay
+/// disjoint when one task's devices span another's locality; pe=N under bind=split is a
+/// core binding; under bind=locality each task's N cores count against the locality; and a
+/// region holds as many tasks as it has cores among the step's CPUs, not among all of its own.
+#[test]
+fn cpu_rule_edges() {
+    let pvc = node_at(
+        fixture("intel-pvc.xml"),
+        NodeOptions { ze_hierarchy: Some(ZeHierarchy::Flat), ..NodeOptions::default() },
+    );
+    // Task 1's GPUs are ze2 (package 0) and ze3 (package 1): package 0 is shared out.
+    assert_eq!(cpus(&pvc, "gpu:ndev=2", 2), ["0-3,16-19", "4-15,20-31"]);
+    // With overload, PRRTE's binding: each task its devices' whole localities.
+    assert_eq!(cpus(&pvc, "gpu:ndev=2:overload", 2), ["0-7,16-23", "0-31"]);
+
+    let n = node("turin-h200.xml");
+    assert_eq!(cpus(&n, "gpu:bind=split:pe=4", 2), cpus(&n, "gpu:pe=4", 2));
+    assert_eq!(cpus(&n, "gpu:bind=split:pe=4", 2), ["16-19,144-147", "32-35,160-163"]);
+    // bind=locality:pe=8: the whole locality, two tasks' 8 cores each fill its 16 ...
+    let p = cpus(&n, "gpu:shared:bind=locality:pe=8", 8);
+    assert_eq!(p[0], "16-31,144-159");
+    assert_eq!(p[4], "16-31,144-159");
+    // ... and a third task's would not fit.
+    let e = run(&n, "gpu:shared:bind=locality:pe=6", 12).unwrap_err();
+    assert!(matches!(e, PlanError::Overloaded { task: 8, .. }), "{e}");
+
+    // A step holding two cores of cuda0's first L3: bind=l3cache holds two tasks there.
+    let step = |ntasks| StepFacts {
+        ntasks,
+        allowed_cpus: Some(CpuSet::parse_list("16-17,144-145").unwrap()),
+        ..StepFacts::default()
+    };
+    let spec = Spec::parse("gpu:shared:bind=l3cache").unwrap();
+    let p = plan(&spec, &n, &step(2)).unwrap();
+    assert!(p.tasks.iter().all(|t| t.cpus.as_ref().unwrap().to_list() == "16-17,144-145"));
+    let e = plan(&spec, &n, &step(3)).unwrap_err();
+    assert!(matches!(e, PlanError::Overloaded { task: 2, .. }), "{e}");
+    let spec = Spec::parse("gpu:shared:bind=l3cache:overload").unwrap();
+    assert_eq!(plan(&spec, &n, &step(3)).unwrap().tasks.len(), 3);
+}
+
 mod invariants {
     use super::*;
+    use map_by_device::topology::ObjKind;
     use proptest::prelude::*;
 
-    fn turin() -> &'static Node {
-        static NODE: std::sync::OnceLock<Node> = std::sync::OnceLock::new();
-        NODE.get_or_init(|| node("turin-h200.xml"))
+    /// Every fixture of `topologies/`, loaded once. The Intel node is given its hierarchy
+    /// model, so that its GPUs map (without it every GPU plan there is refused).
+    fn fixtures() -> &'static Vec<(String, Node)> {
+        static NODES: std::sync::OnceLock<Vec<(String, Node)>> = std::sync::OnceLock::new();
+        NODES.get_or_init(|| {
+            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies");
+            let mut names: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".xml"))
+                .collect();
+            names.sort();
+            assert!(names.len() >= 17, "the fixtures of topologies/: {names:?}");
+            // The end-to-end suite's own fixture too (one package, two sub-NUMA clusters).
+            names.push("../tests/e2e/fixtures/e2e-snc-2gpu.xml".into());
+            names
+                .into_iter()
+                .map(|name| {
+                    let ze_hierarchy = (name == "intel-pvc.xml").then_some(ZeHierarchy::Flat);
+                    // DRM-only GPUs are named from the NVIDIA driver's files kept beside them.
+                    let proc_root = name.contains("drm").then(|| dir.join("drivers/nvidia/proc"));
+                    let options = NodeOptions { ze_hierarchy, proc_root, ..NodeOptions::default() };
+                    let n = node_at(dir.join(&name), options);
+                    (name, n)
+                })
+                .collect()
+        })
     }
 
-    const SPECS: [&str; 17] = [
+    const SPECS: [&str; 30] = [
         "gpu",
         "gpu:bind=core",
         "gpu:interleave:bind=core",
@@ -494,68 +560,117 @@ mod invariants {
         "gpu:ndev=auto",
         "gpu:ndev=2:compact:omp",
         "network:shared:omp",
+        "gpu:shared:bind=locality",
+        "gpu:shared:bind=numa",
+        "gpu:shared:bind=l3cache",
+        "gpu:shared:bind=l3cache:hwtcpus",
+        "gpu:shared:bind=locality:pe=2",
+        "gpu:shared:bind=split:pe=2",
+        "gpu:shared:bind=numa:pe=3",
+        "gpu:shared:ndev=2",
+        "gpu:shared:bind=locality:overload",
+        "gpu:adapters:ndev=auto:compact",
+        "block:shared",
+        "gpu:shared:bind=package",
+        "network:ppr=2:bind=l2cache",
     ];
 
-    /// The cores (hardware threads with `hwtcpus`) a task's CPUs come from, on the Turin
-    /// node; a step may hold only some threads of a core.
+    /// The cores (hardware threads with `hwtcpus`) that hold any of `cpus`: a step may hold
+    /// only some threads of a core, which then still counts as one.
     fn units(n: &Node, cpus: &CpuSet, hwtcpus: bool) -> usize {
-        let kind = if hwtcpus { map_by_device::topology::ObjKind::Pu } else { map_by_device::topology::ObjKind::Core };
-        n.topology.of_kind(kind).filter(|o| o.cpuset.intersects(cpus)).count()
+        let kind = if hwtcpus { ObjKind::Pu } else { ObjKind::Core };
+        let count = n.topology.of_kind(kind).filter(|o| o.cpuset.intersects(cpus)).count();
+        if count == 0 {
+            cpus.len()
+        } else {
+            count
+        }
+    }
+
+    /// The step's CPUs: `None` (the whole node) or the node's CPUs at the positions picked.
+    fn step_cpus(n: &Node, whole: bool, picks: &[usize]) -> Option<CpuSet> {
+        let all: Vec<u32> = n.topology.all_cpus().iter().collect();
+        (!whole).then(|| picks.iter().map(|p| all[p % all.len()]).collect())
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
-        /// Whatever the step's CPUs: every mask is non-empty and inside them; bindings to
-        /// cores or threads, or split shares of a locality, never overlap unless `overload` was
-        /// asked, and a share lies inside its devices' localities; with `pe=N` every task has
-        /// exactly N cores (threads with `hwtcpus`). The only refusals are the documented ones.
+        #![proptest_config(ProptestConfig::with_cases(1500))]
+        /// On every fixture, whatever the step's CPUs, the engine's CPU rule (the user guide,
+        /// "How many tasks a CPU holds"):
+        /// - every mask is non-empty and inside the step's CPUs;
+        /// - core, hwthread and split bindings (pe=N alone is a core binding): no two tasks'
+        ///   CPU sets overlap unless `overload`; a split share lies inside its devices' own
+        ///   localities;
+        /// - wider bindings (locality, numa, l1/l2/l3cache, package): no region (one CPU set
+        ///   handed to several tasks) holds more tasks than it has cores, hardware threads with
+        ///   `hwtcpus`, unless `overload`; with pe=N each of its tasks counts N;
+        /// - with pe=N at a core, hwthread or split binding every task has exactly N cores
+        ///   (threads with `hwtcpus`);
+        /// - the only refusals are the documented ones, and `overload` is never refused for
+        ///   sharing CPUs.
         #[test]
-        fn masks_stay_inside_the_step(
+        fn masks_follow_the_cpu_rule_on_every_fixture(
+            fixture in 0usize..64,
             spec in 0..SPECS.len(),
-            ntasks in 1u32..9,
-            allowed in proptest::collection::btree_set(0u32..256, 1..160),
+            ntasks in 1u32..13,
+            whole in proptest::bool::weighted(0.25),
+            picks in proptest::collection::vec(0usize..4096, 1..200),
         ) {
-            let n = turin();
-            let allowed: CpuSet = allowed.into_iter().collect();
-            let facts = StepFacts { ntasks, allowed_cpus: Some(allowed.clone()), ..StepFacts::default() };
+            let (name, n) = &fixtures()[fixture % fixtures().len()];
+            let allowed = step_cpus(n, whole, &picks);
+            let step = allowed.clone().unwrap_or_else(|| n.topology.all_cpus());
+            let facts = StepFacts { ntasks, allowed_cpus: allowed, ..StepFacts::default() };
             let spec = Spec::parse(SPECS[spec]).unwrap();
+            let level = spec.bind_level();
+            let per_core = matches!(level, BindLevel::Core | BindLevel::HwThread | BindLevel::Split);
             match plan(&spec, n, &facts) {
                 Ok(p) => {
                     prop_assert_eq!(p.tasks.len(), ntasks as usize);
-                    for t in &p.tasks {
-                        let c = t.cpus.as_ref().unwrap();
-                        prop_assert!(!c.is_empty() && c.is_subset(&allowed), "task {} got {}", t.task, c);
-                        if let Some(pe) = spec.pe {
-                            prop_assert_eq!(units(n, c, spec.hwtcpus), pe as usize, "task {} got {}", t.task, c);
+                    let masks: Vec<&CpuSet> = p.tasks.iter().map(|t| t.cpus.as_ref().unwrap()).collect();
+                    for (t, c) in p.tasks.iter().zip(&masks) {
+                        prop_assert!(!c.is_empty() && c.is_subset(&step), "{}: task {} got {}", name, t.task, c);
+                        if let (Some(pe), true) = (spec.pe, per_core) {
+                            prop_assert_eq!(units(n, c, spec.hwtcpus), pe as usize, "{}: task {} got {}", name, t.task, c);
                         }
                     }
-                    // bind=split (the default): each task's share lies inside its devices'
-                    // own localities, and no two tasks' shares overlap.
-                    if spec.bind_level() == BindLevel::Split {
-                        for t in &p.tasks {
+                    if level == BindLevel::Split && spec.pe.is_none() {
+                        for (t, c) in p.tasks.iter().zip(&masks) {
                             let near = t.devices.iter().fold(CpuSet::new(), |a, &d| a.union(&n.devices[d].locality));
-                            let c = t.cpus.as_ref().unwrap();
-                            prop_assert!(c.is_subset(&near), "task {} got {} outside {}", t.task, c, near);
+                            prop_assert!(c.is_subset(&near), "{}: task {} got {} outside {}", name, t.task, c, near);
                         }
                     }
-                    let per_unit = matches!(spec.bind_level(), BindLevel::Core | BindLevel::HwThread | BindLevel::Split);
-                    if per_unit && !spec.overload {
-                        for (i, a) in p.tasks.iter().enumerate() {
-                            for b in &p.tasks[i + 1..] {
-                                prop_assert!(!a.cpus.as_ref().unwrap().intersects(b.cpus.as_ref().unwrap()),
-                                    "tasks {} and {} overlap: {:?} {:?}", a.task, b.task, a.cpus, b.cpus);
+                    if spec.overload {
+                        return Ok(());
+                    }
+                    if per_core {
+                        for (i, a) in masks.iter().enumerate() {
+                            for (j, b) in masks.iter().enumerate().skip(i + 1) {
+                                prop_assert!(!a.intersects(b), "{}: tasks {} and {} overlap: {} {}", name, i, j, a, b);
                             }
+                        }
+                    } else {
+                        let hwtcpus = spec.hwtcpus;
+                        for m in &masks {
+                            let k = masks.iter().filter(|x| *x == m).count() * spec.pe.unwrap_or(1) as usize;
+                            prop_assert!(k <= units(n, m, hwtcpus),
+                                "{}: CPUs {} hold {} tasks' worth but have {} units", name, m, k, units(n, m, hwtcpus));
                         }
                     }
                 }
                 Err(e) => {
                     let allowed_ok = matches!(e, PlanError::OutsideAllocation { .. } | PlanError::NoBindObject { .. }
                         | PlanError::TooManyTasks { .. } | PlanError::PeTooLarge { .. } | PlanError::Overloaded { .. }
-                        | PlanError::SplitTooMany { .. } | PlanError::NdevAuto { .. }
-                        | PlanError::NoLocalDevice { .. } | PlanError::NdevTooLarge { .. } | PlanError::TooFewNear { .. });
-                    prop_assert!(allowed_ok, "unexpected refusal: {}", e);
+                        | PlanError::SplitTooMany { .. } | PlanError::NdevAuto { .. } | PlanError::NoDevices { .. }
+                        | PlanError::NoLocalDevice { .. } | PlanError::NdevTooLarge { .. } | PlanError::TooFewNear { .. }
+                        | PlanError::BindAboveLocality { .. } | PlanError::NoIdentity { .. });
+                    prop_assert!(allowed_ok, "{}: unexpected refusal: {}", name, e);
+                    if let PlanError::NoIdentity { .. } = e {
+                        // Only where a GPU has no name its runtime takes (DRM-only GPUs whose
+                        // driver file is not among those kept beside the fixtures).
+                        prop_assert!(name.contains("drm"), "{}: {}", name, e);
+                    }
                     let overloaded = matches!(e, PlanError::Overloaded { .. } | PlanError::SplitTooMany { .. });
-                    prop_assert!(!(spec.overload && overloaded), "overload was asked: {}", e);
+                    prop_assert!(!(spec.overload && overloaded), "{}: overload was asked: {}", name, e);
                 }
             }
         }

@@ -99,6 +99,26 @@ fn ndev_auto_divides_the_gpus_slurm_gave_the_step() {
     let facts = StepFacts { ntasks: 2, step_gpus: Some(vec![0, 1, 2, 3]), ..StepFacts::default() };
     let p = run_with(&turin, "gpu:ndev=auto", facts).unwrap();
     assert_eq!(p.tasks[1].devices.len(), 2);
+    // The end-to-end node of that case (tests/e2e/run.sh, four GRES GPUs, two per CPU): task
+    // k gets exactly Slurm's GPUs 2k and 2k+1, and the one CPU next to both.
+    let e2e = node("e2e-4gpu.xml");
+    let facts = |ntasks| StepFacts {
+        ntasks,
+        step_gpus: Some(vec![0, 1, 2, 3]),
+        allowed_cpus: Some(CpuSet::parse_list("0-1").unwrap()),
+        ..StepFacts::default()
+    };
+    let p = run_with(&e2e, "gpu:ndev=auto", facts(2)).unwrap();
+    let got: Vec<(Vec<&str>, String)> = p
+        .tasks
+        .iter()
+        .map(|t| {
+            let names = t.devices.iter().map(|&d| e2e.devices[d].name.as_str()).collect();
+            (names, t.cpus.as_ref().unwrap().to_list())
+        })
+        .collect();
+    assert_eq!(got, [(vec!["cuda0", "cuda1"], "0".to_string()), (vec!["cuda2", "cuda3"], "1".to_string())]);
+    assert_eq!(env_of(&p, 1, "CUDA_VISIBLE_DEVICES").unwrap().split(',').count(), 2);
     // Three GPUs for two tasks do not divide.
     let facts = StepFacts { ntasks: 2, step_gpus: Some(vec![0, 1, 2]), ..StepFacts::default() };
     assert!(matches!(run_with(&turin, "gpu:ndev=auto", facts), Err(PlanError::NdevAuto { have: 3, ntasks: 2, .. })));

@@ -3,7 +3,8 @@
 //!
 //! - The project's fixtures (`topologies/`): `dgx2-mlx5` (two GPUs and one HCA per PCIe
 //!   switch), `far-hca` (the HCAs on the other socket, the management port beside the GPUs),
-//!   `e2e-2gpu`, `turin-h200`, `omnipath`, `amd-mi250x`.
+//!   `e2e-2gpu`, `turin-h200`, `omnipath`, `amd-mi250x`, `gpu-omnipath` (a GPU and an
+//!   Omni-Path HFI under each PCIe switch, the management port beside package 0's).
 //! - The real exports (`../shared/topologies/`, where that directory exists; each test that
 //!   needs one prints a line and returns when it is absent): `turin-4gpu-nvml` (each GPU's
 //!   NUMA domain holds one mlx5 behind the same switch), `nvidiaDGX2` (GPUs under shared
@@ -72,7 +73,7 @@ fn var<'a>(p: &'a Plan, task: usize, name: &str) -> Option<&'a str> {
 
 /// The variables a `network` mapping of adapter `name` alone gives its task.
 fn network_env(node: &Node, name: &str) -> std::collections::BTreeMap<String, String> {
-    ok(node, name, 1).tasks.remove(0).env
+    (*ok(node, name, 1).tasks.remove(0).env).clone()
 }
 
 #[test]
@@ -259,4 +260,31 @@ fn adapters_needs_a_gpu_mapping() {
         run(&omni, "gpu:adapters", StepFacts { ntasks: 1, ..StepFacts::default() }),
         Err(PlanError::NoDevices { .. })
     ));
+}
+
+#[test]
+fn omnipath_hfi_beside_each_gpu_is_named_in_psm3_nic() {
+    let node = fixture("gpu-omnipath.xml");
+    let p = ok(&node, "gpu:adapters", 2);
+    // The HFI under the GPU's own switch, never the management port eno1 beside package 0's.
+    assert_eq!(pairs(&node, &p), ["cuda0>hfi1_0", "cuda1>hfi1_1"]);
+    for (t, hfi) in ["hfi1_0", "hfi1_1"].iter().enumerate() {
+        assert_eq!(var(&p, t, "PSM3_NIC"), Some(*hfi));
+        // Omni-Path is PSM3's: no mlx5 variable, and the same value a network mapping writes.
+        assert_eq!((var(&p, t, "NCCL_IB_HCA"), var(&p, t, "UCX_NET_DEVICES")), (None, None));
+        let alone = network_env(&node, hfi);
+        assert_eq!(var(&p, t, "PSM3_NIC"), alone.get("PSM3_NIC").map(String::as_str));
+        let gpu_id = node.devices[p.tasks[t].devices[0]].pmix_id.clone().unwrap();
+        assert_eq!(var(&p, t, "PMIX_DEVICE_ID").unwrap(), format!("{gpu_id},{}", alone["PMIX_DEVICE_ID"]));
+        assert!(var(&p, t, "CUDA_VISIBLE_DEVICES").unwrap().starts_with("GPU-"));
+    }
+    assert!(!p.warnings.iter().any(|w| w.contains("adapters:")), "{:?}", p.warnings);
+    // Two GPUs per task: both HFIs, in PSM3's pattern form.
+    let p = ok(&node, "gpu:ndev=2:adapters", 1);
+    assert_eq!(pairs(&node, &p), ["cuda0+cuda1>hfi1_0+hfi1_1"]);
+    assert_eq!(var(&p, 0, "PSM3_NIC"), Some("@(hfi1_0|hfi1_1)"));
+    // Tasks sharing a GPU share its HFI, without needing more than `shared` for the GPU.
+    let p = ok(&node, "gpu:shared:adapters:bind=core", 4);
+    assert_eq!(pairs(&node, &p), ["cuda0>hfi1_0", "cuda1>hfi1_1", "cuda0>hfi1_0", "cuda1>hfi1_1"]);
+    assert_eq!(p.tasks[0].adapters[0].shared_with(0), [2]);
 }

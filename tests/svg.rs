@@ -53,7 +53,7 @@ fn devices_picture(node: &Node) -> String {
 
 /// (golden file, fixture, spec, tasks); an empty spec is the devices view. Every fixture of
 /// `topologies/` has one ([`every_fixture_has_a_golden_picture`]).
-const GOLDEN: [(&str, &str, &str, u32); 19] = [
+const GOLDEN: [(&str, &str, &str, u32); 21] = [
     ("e2e-2gpu-gpu-n2", "e2e-2gpu.xml", "gpu", 2),
     ("turin-h200-gpu-interleave-n4", "turin-h200.xml", "gpu:interleave:bind=core", 4),
     ("turin-h200-gpu-shared-n8", "turin-h200.xml", "gpu:shared:bind=core", 8),
@@ -73,6 +73,8 @@ const GOLDEN: [(&str, &str, &str, u32); 19] = [
     ("intel-pvc-gpu-env-none-n6", "intel-pvc.xml", "gpu:env=none:bind=core", 6),
     ("no-gpu-devices", "no-gpu.xml", "", 0),
     ("uneven-3plus1-gpu-interleave-n4", "uneven-3plus1.xml", "gpu:interleave", 4),
+    ("e2e-4gpu-gpu-ndev-auto-n2", "e2e-4gpu.xml", "gpu:ndev=auto", 2),
+    ("gpu-omnipath-gpu-adapters-n2", "gpu-omnipath.xml", "gpu:adapters:bind=core", 2),
 ];
 
 #[test]

@@ -126,7 +126,7 @@ pub fn check_plan(node: &Node, spec: &Spec, facts: &StepFacts, outcome: &Result<
                 assert!(cpus.is_subset(&locality), "task {t}: CPUs {cpus} outside its devices' locality {locality}");
             }
         }
-        for (name, value) in &task.env {
+        for (name, value) in task.env.iter() {
             assert!(map_by_device::env::all_names().contains(&name.as_str()), "unknown variable {name}");
             assert!(!value.contains(['\n', '\r', '\0']), "{name}={value:?} is not one line");
         }

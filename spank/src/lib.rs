@@ -559,7 +559,7 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
         affinity::set_current(cpus)
             .map_err(|e| Refusal::Task(format!("task {task}: cannot bind to CPUs {cpus}: {e}")))?;
     }
-    for (name, value) in &tp.env {
+    for (name, value) in tp.env.iter() {
         spank
             .setenv(name, value, true)
             .map_err(|e| Refusal::Task(format!("task {task}: cannot set {name}={value}: {e}")))?;

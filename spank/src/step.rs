@@ -238,61 +238,14 @@ fn step_gpus(
         None => None,
         Some(v) => match plan::parse_step_gpus(v) {
             Ok(list) => Some(list),
-            Err(e) if spec_may_use_gpus(spec) => return Err(e.to_string()),
+            Err(e) if plan::spec_may_use_gpus(spec) => return Err(e.to_string()),
             Err(_) => None,
         },
     };
-    if !slurm_sets_step_gpus || !spec_may_use_gpus(spec) {
+    if !slurm_sets_step_gpus || !plan::spec_may_use_gpus(spec) {
         return Ok(indices);
     }
-    visible_gpus(env, node, indices)
-}
-
-/// What Slurm's own `CUDA_VISIBLE_DEVICES`/`ROCR_VISIBLE_DEVICES` for the step adds: GPU UUIDs
-/// (`Flags=env_uuid`) name the step's GPUs without relying on gres.conf's order, and must
-/// agree with `SLURM_STEP_GPUS`; MIG instances cannot be mapped (the plugin names whole GPUs:
-/// their UUID would hide every MIG instance from CUDA), so the mapping is refused and
-/// Slurm's value stays.
-fn visible_gpus(
-    env: &BTreeMap<String, String>,
-    node: &Node,
-    indices: Option<Vec<u32>>,
-) -> Result<Option<Vec<u32>>, String> {
-    for var in map_by_device::env::slurm_identity_variables() {
-        let Some(value) = env.get(var) else { continue };
-        match plan::visible_devices(value) {
-            plan::VisibleDevices::Indices => {}
-            plan::VisibleDevices::Mig(_) => {
-                return Err(format!(
-                    "the step's GPUs are MIG instances ({var}={}): map-by-device names whole GPUs, and naming the \
-                     parent GPU would hide every MIG instance from CUDA; keep Slurm's assignment with \
-                     --map-by-device=none, or map another device class",
-                    map_by_device::env::shown(value)
-                ))
-            }
-            plan::VisibleDevices::Uuids(ids) => {
-                let by_uuid = node.gpu_indices_of(&ids).map_err(|id| {
-                    format!("Slurm gave the step GPU {id} ({var}), which this node's topology does not have")
-                })?;
-                let mut sorted = by_uuid.clone();
-                sorted.sort_unstable();
-                if let Some(list) = indices.as_ref().filter(|l| **l != sorted) {
-                    return Err(format!(
-                        "Slurm's {var} names GPUs {sorted:?} in PCI-bus order, but SLURM_STEP_GPUS says {list:?}: \
-                         gres.conf does not list the GPUs in PCI-bus order (ask your administrator)"
-                    ));
-                }
-                return Ok(Some(sorted));
-            }
-        }
-    }
-    Ok(indices)
-}
-
-/// Whether the spec can select GPUs: a GPU class, or a device named by the job (which may
-/// be one).
-fn spec_may_use_gpus(spec: &Spec) -> bool {
-    !matches!(spec.target, Target::Class(DeviceClass::Network | DeviceClass::Block) | Target::None)
+    plan::visible_gpus(env, node, indices)
 }
 
 /// Where the step's CPUs came from, for the log.
@@ -709,6 +662,49 @@ mod tests {
         assert!(matches!(run(i), Step::Planned(_)));
     }
 
+    /// The admin's `omp = true`: every mapped task is told its binding in the OpenMP
+    /// variables, a variable the job set itself is kept (each of the three on its own), and a
+    /// job's `omp=false` opts out.
+    #[test]
+    fn admin_omp_tells_each_task_and_keeps_the_jobs_own_values() {
+        let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
+        let config = Config { topology: Some(topology), omp: Some(true), ..Config::default() };
+        let planned = |spec: &str, job_env: &[(&str, &str)]| {
+            let mut i = inputs(Some(spec), Ok(config.clone()));
+            i.step_alloc_cores = Some("0-1".into());
+            i.env = env(job_env);
+            match run(i) {
+                Step::Planned(p) => p.plan.tasks.iter().map(|t| t.env.clone()).collect::<Vec<_>>(),
+                other => panic!("{spec}: {other:?}"),
+            }
+        };
+        let omp = |e: &BTreeMap<String, String>| {
+            ["OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND"].map(|k| e.get(k).cloned().unwrap_or_default())
+        };
+        // One core each (bind=split on two packages of one core).
+        for e in planned("gpu", &[]) {
+            assert_eq!(omp(&e), ["1", "cores", "spread"], "{e:?}");
+        }
+        // The job's own values: not written, so the task keeps what it has.
+        for e in planned("gpu", &[("OMP_NUM_THREADS", "7")]) {
+            assert_eq!(omp(&e), ["", "cores", "spread"], "{e:?}");
+        }
+        for e in planned("gpu", &[("OMP_PLACES", "threads"), ("OMP_PROC_BIND", "close")]) {
+            assert_eq!(omp(&e), ["1", "", ""], "{e:?}");
+        }
+        // The job says no.
+        for e in planned("gpu:omp=false", &[]) {
+            assert_eq!(omp(&e), ["", "", ""], "{e:?}");
+        }
+        // Without the setting, only omp in the spec.
+        let mut i = inputs(Some("gpu"), Ok(Config { omp: None, ..config.clone() }));
+        i.step_alloc_cores = Some("0-1".into());
+        match run(i) {
+            Step::Planned(p) => assert!(p.plan.tasks.iter().all(|t| !t.env.contains_key("OMP_PLACES"))),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn without_step_gpus_the_node_gpus_unless_required() {
         let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
@@ -771,8 +767,9 @@ mod tests {
     fn slurms_visible_devices_narrow_or_refuse() {
         let node = Node::new(fixture_topology(), map_by_device::node::NodeOptions::default());
         let (g0, g1) = ("GPU-2fa8685e-6ae2-c4f4-39df-551ea6a96245", "GPU-1bc1cea7-7fd4-5fb3-299e-bdaf9d7efe54");
-        let visible =
-            |var: &str, value: &str, indices: Option<Vec<u32>>| visible_gpus(&env(&[(var, value)]), &node, indices);
+        let visible = |var: &str, value: &str, indices: Option<Vec<u32>>| {
+            plan::visible_gpus(&env(&[(var, value)]), &node, indices)
+        };
         // Numeric: SLURM_STEP_GPUS decides.
         assert_eq!(visible("CUDA_VISIBLE_DEVICES", "0", Some(vec![1])), Ok(Some(vec![1])));
         // env_uuid: the UUIDs name the GPUs, in PCI order, and agree with SLURM_STEP_GPUS.

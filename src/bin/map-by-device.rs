@@ -33,6 +33,8 @@ enum CliError {
     CpuList { flag: &'static str, source: map_by_device::cpuset::CpuListError },
     #[error("--step-gpus: {0}")]
     StepGpus(#[from] map_by_device::plan::StepGpusError),
+    #[error("{0}")]
+    VisibleGpus(String),
     #[error("invalid --env {given:?}: expected NAME=VALUE with a non-empty NAME")]
     Env { given: String },
     #[error("{flag} is empty: give the step's CPUs as a cpulist such as 0-3,8")]
@@ -55,7 +57,7 @@ SPEC: TARGET[:QUALIFIER[=VALUE]]...
   TARGET     gpu, network (nic, fabric, openfabrics), block, none, or one device by name,
              UUID, PCI bus id or PMIx id (mlx5_0, GPU-46f7..., 0000:06:00.0, gpu://host::nvml2)
   QUALIFIERS interleave[=LEVEL] shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL
-             overload env=all|none omp closest verbose
+             overload env=all|none omp closest adapters verbose
   bind=      split (default), locality, hwthread, core, l1cache, l2cache, l3cache, numa,
              package (socket), none
   Words may be shortened to a unique prefix; ':' separates qualifiers, ',' does not.
@@ -669,9 +671,14 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
         }
         Command::Plan(args) => {
             let spec = Spec::parse(&args.spec)?;
-            let facts = facts_from(&args)?;
+            let mut facts = facts_from(&args)?;
             let node = node_from(&args.source)?;
             facts_fit(&facts, &node)?;
+            if map_by_device::plan::spec_may_use_gpus(&spec) {
+                // Slurm's CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES given with --env, read as the plugin does.
+                facts.step_gpus = map_by_device::plan::visible_gpus(&facts.env, &node, facts.step_gpus.take())
+                    .map_err(CliError::VisibleGpus)?;
+            }
             let outcome = plan(&spec, &node, &facts).map_err(preview_fix);
             if let Some(path) = &args.svg {
                 write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;

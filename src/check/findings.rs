@@ -99,9 +99,10 @@ pub(super) fn devices(node: &Node, problems: &mut Vec<String>, notes: &mut Vec<S
     if level_zero > 0 && ze.is_none() {
         problems.push(format!(
             "{level_zero} Level Zero GPUs, but the hierarchy model their ordinals were recorded under is unknown, so \
-             ZE_AFFINITY_MASK is never written and every task sees every Intel GPU: set ze_hierarchy (FLAT, COMPOSITE \
-             or COMBINED: the ZE_FLAT_DEVICE_HIERARCHY in force where the topology was discovered) in the plugin's \
-             config file"
+             ZE_AFFINITY_MASK cannot say which GPU a task got and every GPU mapping here is refused: set ze_hierarchy \
+             (FLAT, COMPOSITE or COMBINED: the ZE_FLAT_DEVICE_HIERARCHY in force where the topology was discovered) \
+             in the plugin's config file; until then only jobs that add :env=none (placed and bound, no \
+             ZE_AFFINITY_MASK) are mapped"
         ));
     }
     let lines = node

@@ -202,7 +202,12 @@ fn settings(out: &mut String, c: &Config) {
         ("topology", path(&c.topology, "(none: the node's own, from slurmd's cache or live discovery)")),
         ("proc_root", root(&c.proc_root, DEFAULT_PROC_ROOT)),
         ("sys_root", root(&c.sys_root, DEFAULT_SYS_ROOT)),
-        ("ze_hierarchy", c.ze_hierarchy.map_or("(unset: Level Zero masks are not written)", |z| z.as_str()).into()),
+        (
+            "ze_hierarchy",
+            c.ze_hierarchy
+                .map_or("(unset: Intel GPU mappings are refused unless the job adds :env=none)", |z| z.as_str())
+                .into(),
+        ),
         ("cache", cache.into()),
         (
             "cache_dir",

@@ -55,8 +55,8 @@ pub(super) struct Binder<'a> {
     regions: HashMap<Vec<usize>, Region>,
     /// Tasks bound to each fixed region so far, and how many it holds.
     fixed_uses: HashMap<CpuSet, (u32, u32)>,
-    /// `bind=split`: how many tasks share each fixed region (from [`Binder::prepare`]).
-    members: HashMap<CpuSet, u32>,
+    /// `bind=split`: each task's share, by task (from [`Binder::prepare`]).
+    shares: HashMap<u32, CpuSet>,
     /// What the plan should say about the binding (cores a split leaves to no task).
     pub(super) warnings: Vec<String>,
 }
@@ -84,6 +84,10 @@ impl<'a> Binder<'a> {
             _ => None,
         };
         let pe = spec.pe.or(from_facts);
+        // pe=N says how many cores each task gets: under bind=split (the default's spelling)
+        // that is a per-core binding, each task its own first free N (never an equal share
+        // that ignores N).
+        let level = if pe.is_some() && level == BindLevel::Split { BindLevel::Core } else { level };
         let per_task_from = match (spec.pe, from_facts) {
             (Some(n), _) => format!("pe={n}"),
             (None, Some(n)) => format!("--cpus-per-task={n}"),
@@ -109,10 +113,11 @@ impl<'a> Binder<'a> {
             unit_word = "hardware threads";
         }
         let hwtcpus = spec.hwtcpus || level == BindLevel::HwThread;
-        // A core or a thread holds one task; a coarser object as many as its cores.
+        // A core or a thread holds one task; a coarser object as many as its cores that hold
+        // the step's CPUs (the region a task bound to it gets).
         let capacity = match unit_kind {
             Some(ObjKind::Core | ObjKind::Pu) => vec![1; units.len()],
-            _ => units.iter().map(|u| cores_in(topo, u, hwtcpus)).collect(),
+            _ => units.iter().map(|u| cores_in(topo, &u.intersection(&allowed), hwtcpus)).collect(),
         };
         let coarse = !matches!(level, BindLevel::Core | BindLevel::HwThread | BindLevel::Locality | BindLevel::None);
         Binder {
@@ -132,22 +137,27 @@ impl<'a> Binder<'a> {
             allowed,
             regions: HashMap::new(),
             fixed_uses: HashMap::new(),
-            members: HashMap::new(),
+            shares: HashMap::new(),
             warnings: Vec::new(),
         }
     }
 
-    /// Before the first task: with `bind=split`, counts the tasks that will share each
-    /// locality, so that each gets its share.
+    /// Before the first task: with `bind=split` (and no `overload`), works out every task's
+    /// share of the CPUs near its devices ([`split_shares`]).
     pub(super) fn prepare(&mut self, devices: &[Device], assignment: &[Vec<usize>]) -> Result<(), PlanError> {
-        if self.level != BindLevel::Split {
+        if self.level != BindLevel::Split || self.overload {
             return Ok(());
         }
-        for devs in assignment {
-            if let Region::Fixed(Some(cpus), _) = self.region_of(devices, devs)? {
-                *self.members.entry(cpus).or_insert(0) += 1;
+        let mut regions: Vec<SplitRegion> = Vec::new();
+        for (t, devs) in assignment.iter().enumerate() {
+            if let Region::Fixed(Some(cpus), device) = self.region_of(devices, devs)? {
+                match regions.iter_mut().find(|r| r.cpus == cpus) {
+                    Some(r) => r.tasks.push(t as u32),
+                    None => regions.push(SplitRegion { cpus, device, tasks: vec![t as u32] }),
+                }
             }
         }
+        self.shares = split_shares(self.topo, &regions, self.hwtcpus, &mut self.warnings)?;
         Ok(())
     }
 
@@ -195,7 +205,7 @@ impl<'a> Binder<'a> {
                 return Ok(Region::Fixed(Some(obj.intersection(&self.allowed)), names()));
             }
         }
-        if self.level == BindLevel::Locality {
+        if self.level == BindLevel::Locality && self.units_are_level {
             return Ok(Region::Fixed(Some(locality.intersection(&self.allowed)), names()));
         }
         if self.level == BindLevel::Split {
@@ -281,9 +291,12 @@ impl<'a> Binder<'a> {
             self.uses[i] += 1;
             cpus = cpus.union(self.units[i]);
         }
-        // pe picks cores or threads; a coarser bind level widens to the objects holding them.
+        // pe picks cores or threads; a coarser bind level widens to the objects holding them,
+        // bind=locality to the locality (the picked cores still count against it).
         if self.widen {
             cpus = self.level_objs.iter().filter(|o| o.intersects(&cpus)).fold(CpuSet::new(), |acc, o| acc.union(o));
+        } else if self.level == BindLevel::Locality {
+            cpus = locality;
         }
         let cpus = cpus.intersection(&self.allowed);
         if cpus.is_empty() {
@@ -304,9 +317,8 @@ impl<'a> Binder<'a> {
     /// region holds as many tasks as it has cores. With `bind=split` and several tasks on
     /// the region, the task gets its share instead.
     fn take_fixed(&mut self, task: u32, cpus: CpuSet, device: String) -> Result<Option<CpuSet>, PlanError> {
-        let members = self.members.get(&cpus).copied().unwrap_or(1);
-        if self.level == BindLevel::Split && members > 1 && !self.overload {
-            return self.take_share(cpus, device, members);
+        if let Some(share) = self.shares.get(&task) {
+            return Ok(Some(share.intersection(&self.allowed)));
         }
         let (topo, hwtcpus) = (self.topo, self.hwtcpus);
         let (uses, capacity) =
@@ -326,47 +338,78 @@ impl<'a> Binder<'a> {
     }
 }
 
-impl Binder<'_> {
-    /// `bind=split`: the region's cores (threads with `hwtcpus`) that hold the step's CPUs, in
-    /// logical order, cut into `members` equal runs; the k-th task on the region takes run k.
-    /// Cores that do not fill a share are left to no task, and the plan says so.
-    fn take_share(&mut self, cpus: CpuSet, device: String, members: u32) -> Result<Option<CpuSet>, PlanError> {
-        let kind = if self.hwtcpus { ObjKind::Pu } else { ObjKind::Core };
-        let mut cores: Vec<&CpuSet> = self
-            .topo
-            .of_kind(kind)
-            .map(|o| &o.cpuset)
-            // A core holding only some of the step's threads still counts as one.
-            .filter(|c| c.intersects(&cpus))
-            .collect();
-        if cores.is_empty() {
-            cores = vec![&cpus];
+/// The CPUs near one group of devices (its region under `bind=split`) and the tasks placed
+/// on it, in task order.
+struct SplitRegion {
+    cpus: CpuSet,
+    device: String,
+    tasks: Vec<u32>,
+}
+
+/// `bind=split`: every task's share. The cores (threads with `hwtcpus`) of the regions are
+/// grouped by which regions hold them; each group is cut, in logical order, into equal runs
+/// for the tasks of those regions, in task order, and a task's share is its run of every
+/// group it is in. Regions that are the same or apart give each task an equal share of its
+/// own; regions that overlap (a task whose `ndev` devices span two localities, one of them
+/// another task's) share out only the CPUs they have in common, so no two tasks' CPUs
+/// overlap. Cores that do not fill a run are left to no task, and the plan says so.
+fn split_shares(
+    topo: &Topology,
+    regions: &[SplitRegion],
+    hwtcpus: bool,
+    warnings: &mut Vec<String>,
+) -> Result<HashMap<u32, CpuSet>, PlanError> {
+    let (kind, unit) = if hwtcpus { (ObjKind::Pu, "hardware threads") } else { (ObjKind::Core, "cores") };
+    let mut cores: Vec<&CpuSet> = topo.of_kind(kind).map(|o| &o.cpuset).collect();
+    if cores.is_empty() {
+        cores = topo.of_kind(ObjKind::Pu).map(|o| &o.cpuset).collect();
+    }
+    // Groups of cores by the regions that hold them, in the order first met.
+    let mut groups: Vec<(Vec<usize>, Vec<&CpuSet>)> = Vec::new();
+    for core in cores {
+        // A core holding only some of the step's threads still counts as one.
+        let holders: Vec<usize> = (0..regions.len()).filter(|&r| regions[r].cpus.intersects(core)).collect();
+        if holders.is_empty() {
+            continue;
         }
-        let size = cores.len() / members as usize;
-        let unit = if self.hwtcpus { "hardware threads" } else { "cores" };
+        match groups.iter_mut().find(|(h, _)| *h == holders) {
+            Some((_, c)) => c.push(core),
+            None => groups.push((holders, vec![core])),
+        }
+    }
+    let mut shares: HashMap<u32, CpuSet> = HashMap::new();
+    for (holders, cores) in groups {
+        let mut tasks: Vec<u32> = holders.iter().flat_map(|&r| regions[r].tasks.iter().copied()).collect();
+        tasks.sort_unstable();
+        let device = &regions[holders[0]].device;
+        let within = holders.iter().fold(CpuSet::new(), |a, &r| a.union(&regions[r].cpus));
+        let members = tasks.len();
+        let size = cores.len() / members;
         if size == 0 {
+            let cpus = cores.iter().fold(CpuSet::new(), |a, c| a.union(c)).intersection(&within);
             return Err(PlanError::SplitTooMany {
-                tasks: members,
-                device,
+                tasks: u32::try_from(members).unwrap_or(u32::MAX),
+                device: device.clone(),
                 unit: counted(unit, cores.len()),
                 have: cores.len(),
                 locality_cpus: cpus.to_list(),
             });
         }
-        let (k, _) = self.fixed_uses.entry(cpus.clone()).or_insert((0, members));
-        let share = *k as usize;
-        *k += 1;
-        if share == 0 && cores.len() % members as usize != 0 {
-            let left: CpuSet = cores[size * members as usize..].iter().fold(CpuSet::new(), |a, c| a.union(c));
-            self.warnings.push(format!(
+        if members > 1 && cores.len() % members != 0 {
+            let left: CpuSet = cores[size * members..].iter().fold(CpuSet::new(), |a, c| a.union(c));
+            warnings.push(format!(
                 "{members} tasks share the locality of {device} ({} {unit}): each gets {size}, and CPUs {left} are \
                  left to no task",
                 cores.len()
             ));
         }
-        let mine = cores[share * size..(share + 1) * size].iter().fold(CpuSet::new(), |a, c| a.union(c));
-        Ok(Some(mine.intersection(&self.allowed)))
+        for (k, task) in tasks.into_iter().enumerate() {
+            let run = cores[k * size..(k + 1) * size].iter().fold(CpuSet::new(), |a, c| a.union(c));
+            let share = shares.entry(task).or_default();
+            *share = share.union(&run.intersection(&within));
+        }
     }
+    Ok(shares)
 }
 
 /// `cores` for a count of one is `core`.
@@ -379,10 +422,12 @@ fn counted(plural: &'static str, n: usize) -> &'static str {
     }
 }
 
-/// How many tasks `cpus` can run: its cores (hardware threads with `hwtcpus`), at least one.
+/// How many tasks `cpus` (CPUs of the step) can run: the cores (hardware threads with
+/// `hwtcpus`) that hold any of them, at least one. A core the step holds only some threads of
+/// counts as one, as in a `bind=split` share.
 fn cores_in(topo: &Topology, cpus: &CpuSet, hwtcpus: bool) -> u32 {
     let kind = if hwtcpus { ObjKind::Pu } else { ObjKind::Core };
-    let n = topo.of_kind(kind).filter(|o| o.cpuset.is_subset(cpus)).count();
+    let n = topo.of_kind(kind).filter(|o| o.cpuset.intersects(cpus)).count();
     let n = if n == 0 { cpus.len() } else { n };
     u32::try_from(n.max(1)).unwrap_or(u32::MAX)
 }

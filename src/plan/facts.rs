@@ -2,6 +2,9 @@
 //! flags) give, and the one piece of Slurm text read here, the step's GPU list.
 
 use crate::cpuset::CpuSet;
+use crate::device::DeviceClass;
+use crate::node::Node;
+use crate::spec::{Spec, Target};
 use std::collections::BTreeMap;
 
 /// What Slurm (or the CLI's flags) tells the planner about the step on this node.
@@ -78,6 +81,53 @@ pub fn visible_devices(text: &str) -> VisibleDevices {
     } else {
         VisibleDevices::Indices
     }
+}
+
+/// What Slurm's own `CUDA_VISIBLE_DEVICES`/`ROCR_VISIBLE_DEVICES` for the step adds: GPU UUIDs
+/// (`Flags=env_uuid`) name the step's GPUs without relying on gres.conf's order, and must
+/// agree with `SLURM_STEP_GPUS`; MIG instances cannot be mapped (the plugin names whole GPUs:
+/// their UUID would hide every MIG instance from CUDA), so the mapping is refused and
+/// Slurm's value stays.
+pub fn visible_gpus(
+    env: &BTreeMap<String, String>,
+    node: &Node,
+    indices: Option<Vec<u32>>,
+) -> Result<Option<Vec<u32>>, String> {
+    for var in crate::env::slurm_identity_variables() {
+        let Some(value) = env.get(var) else { continue };
+        match visible_devices(value) {
+            VisibleDevices::Indices => {}
+            VisibleDevices::Mig(_) => {
+                return Err(format!(
+                    "the step's GPUs are MIG instances ({var}={}): map-by-device names whole GPUs, and naming the \
+                     parent GPU would hide every MIG instance from CUDA; keep Slurm's assignment with \
+                     --map-by-device=none, or map another device class",
+                    crate::env::shown(value)
+                ))
+            }
+            VisibleDevices::Uuids(ids) => {
+                let by_uuid = node.gpu_indices_of(&ids).map_err(|id| {
+                    format!("Slurm gave the step GPU {id} ({var}), which this node's topology does not have")
+                })?;
+                let mut sorted = by_uuid.clone();
+                sorted.sort_unstable();
+                if let Some(list) = indices.as_ref().filter(|l| **l != sorted) {
+                    return Err(format!(
+                        "Slurm's {var} names GPUs {sorted:?} in PCI-bus order, but SLURM_STEP_GPUS says {list:?}: \
+                         gres.conf does not list the GPUs in PCI-bus order (ask your administrator)"
+                    ));
+                }
+                return Ok(Some(sorted));
+            }
+        }
+    }
+    Ok(indices)
+}
+
+/// Whether the spec can select GPUs: a GPU class, or a device named by the job (which may
+/// be one).
+pub fn spec_may_use_gpus(spec: &Spec) -> bool {
+    !matches!(spec.target, Target::Class(DeviceClass::Network | DeviceClass::Block) | Target::None)
 }
 
 #[cfg(test)]

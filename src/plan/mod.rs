@@ -18,7 +18,8 @@ mod order;
 mod pair;
 
 pub use facts::{
-    parse_step_gpus, visible_devices, StepFacts, StepGpusError, VisibleDevices, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
+    parse_step_gpus, spec_may_use_gpus, visible_devices, visible_gpus, StepFacts, StepGpusError, VisibleDevices,
+    MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
 };
 pub use order::{device_order, interleave, named_device, DeviceOrder, Near};
 
@@ -27,6 +28,7 @@ use crate::device::{Device, DeviceClass, GpuIdentity, Vendor};
 use crate::node::Node;
 use crate::spec::{BindLevel, EnvMode, Spec};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// One task's assignment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,8 +43,10 @@ pub struct TaskPlan {
     pub adapters: Vec<Paired>,
     /// The CPU mask to apply; `None` = leave the task's mask alone (`bind=none`, `closest`).
     pub cpus: Option<CpuSet>,
-    /// Variables to set in the task's environment (replacing existing values).
-    pub env: BTreeMap<String, String>,
+    /// Variables to set in the task's environment (replacing existing values). Tasks with
+    /// the same devices (and OpenMP places) share one map: a 1,024-task plan makes a few
+    /// dozen, not a thousand.
+    pub env: Arc<BTreeMap<String, String>>,
 }
 
 /// A network adapter paired with a task's GPU, and who on the node has it.
@@ -179,7 +183,7 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
 }
 
 /// A task's variables and the warnings their rules gave.
-type Environment = (BTreeMap<String, String>, Vec<String>);
+type Environment = (Arc<BTreeMap<String, String>>, Vec<String>);
 
 /// What the tasks holding one group of devices have in common: the paired adapters and the
 /// variables, once per OpenMP placement (only `omp` makes these differ between tasks of a
@@ -214,16 +218,16 @@ impl<'a> Group<'a> {
         if let Some((_, env)) = self.envs.iter().find(|(p, _)| *p == places) {
             return env.clone();
         }
-        let env = crate::env::task_env(&self.named, &facts.env, node.options.ze_hierarchy, spec.env, places).map_err(
-            |source| PlanError::InvalidValue {
+        let env = crate::env::task_env(&self.named, &facts.env, node.options.ze_hierarchy, spec.env, places)
+            .map(|(vars, warnings)| (Arc::new(vars), warnings))
+            .map_err(|source| PlanError::InvalidValue {
                 devices: self.named[..self.own]
                     .iter()
                     .map(|d| crate::env::shown(&d.name))
                     .collect::<Vec<_>>()
                     .join(", "),
                 source,
-            },
-        );
+            });
         self.envs.push((places, env.clone()));
         env
     }

@@ -161,9 +161,12 @@ set_plugstack_empty() {
 # on the real 2, as in the facts notes; E2E_DECLARED_CPUS changes the 8), "affinity-real"
 # (task/affinity, the real CPU count), "cgroup" (task/cgroup with ConstrainCores on cgroup v1,
 # the real CPU count) or "gres" (as cgroup, plus two fake GPUs as GRES: gres.conf names
-# /dev/null and /dev/zero, which Slurm numbers 0 and 1 in that order).
+# /dev/null and /dev/zero, which Slurm numbers 0 and 1 in that order; E2E_GRES_FILES, a
+# space-separated list of device files in the order Slurm is to number them, gives others).
 e2e_write_slurm_conf() {
-    local mode=$1 cpus node_line task proctrack gres_types=""
+    local mode=$1 cpus node_line task proctrack gres_types="" f
+    local -a gres_files
+    read -ra gres_files <<<"${E2E_GRES_FILES:-/dev/null /dev/zero}"
     cpus=$(nproc --all)
     if [[ $mode == cgroup || $mode == gres ]]; then
         task="task/cgroup,task/affinity"
@@ -171,7 +174,7 @@ e2e_write_slurm_conf() {
         node_line="NodeName=$E2E_NODE NodeAddr=127.0.0.1 CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000"
         if [[ $mode == gres ]]; then
             gres_types="GresTypes=gpu"
-            node_line+=" Gres=gpu:2"
+            node_line+=" Gres=gpu:${#gres_files[@]}"
         fi
     elif [[ $mode == affinity-real ]]; then
         task="task/affinity"
@@ -228,10 +231,9 @@ ConstrainCores=yes
 EOF
     # Hand-written, no AutoDetect: the File= order is Slurm's GPU numbering (index 0 =
     # /dev/null, 1 = /dev/zero); the fixture topologies' GPUs in PCI-bus order match it.
-    cat >"$E2E_DIR/etc/gres.conf" <<EOF
-NodeName=$E2E_NODE Name=gpu File=/dev/null
-NodeName=$E2E_NODE Name=gpu File=/dev/zero
-EOF
+    for f in "${gres_files[@]}"; do
+        echo "NodeName=$E2E_NODE Name=gpu File=$f"
+    done >"$E2E_DIR/etc/gres.conf"
     chmod 644 "$E2E_DIR/etc/slurm.conf" "$E2E_DIR/etc/cgroup.conf" "$E2E_DIR/etc/gres.conf"
 }
 

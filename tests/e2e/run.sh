@@ -190,6 +190,36 @@ c_split_omp() {
     expect_rc 1 && expect_err "3 tasks share the locality of cuda0 (CPUs 0" && expect_err ":overload"
 }
 
+c_admin_omp() {
+    local conf=$E2E_DIR/etc/omp.toml
+    local omp='echo "task=$SLURM_LOCALID ${OMP_NUM_THREADS:--} ${OMP_PLACES:--} ${OMP_PROC_BIND:--}"'
+    printf 'omp = true\ntopology = "%s"\n' "$FIX" >"$conf"
+    chmod 644 "$conf"
+    set_plugstack "config=$conf"
+    # The admin's omp = true: each mapped task is told its binding (one core each) ...
+    run srun -n 2 --map-by-device=gpu bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 1 cores spread\ntask=1 1 cores spread')" || return 1
+    # ... a value the job set is kept, each variable on its own ...
+    run env OMP_NUM_THREADS=7 srun -n 2 --map-by-device=gpu bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 7 cores spread\ntask=1 7 cores spread')" || return 1
+    run env OMP_PLACES=threads OMP_PROC_BIND=close srun -n 2 --map-by-device=gpu bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 1 threads close\ntask=1 1 threads close')" || return 1
+    # ... the admin's default is told too; omp=false opts out; an unmapped step gets nothing.
+    set_plugstack "config=$conf default=gpu"
+    run srun -n 2 bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 1 cores spread\ntask=1 1 cores spread')" || return 1
+    run srun -n 2 --map-by-device=gpu:omp=false bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 - - -\ntask=1 - - -')" || return 1
+    run srun -n 2 --map-by-device=none bash -c "$omp"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(printf 'task=0 - - -\ntask=1 - - -')"
+}
+
 c_default_applies() {
     set_plugstack "topology=$FIX default=gpu"
     probe -n 2
@@ -601,6 +631,18 @@ c_gres_gpu_bind() {
     run srun -n 2 --gres=gpu:2 --gpu-bind=closest --map-by-device=network "$PROBE"
     OUT=$(sort <<<"$OUT")
     expect_rc 0 && expect_out "$(line 0 0 0,1 =mlx5_0 mlx5_0:1; line 1 1 0,1 =mlx5_1 mlx5_1:1)"
+}
+
+c_gres4_gpus_per_task() {
+    set_plugstack "topology=$FIX_4GPU"
+    # --gpus-per-task=2 with two tasks: Slurm gives task k the step's GPUs 2k and 2k+1 (its
+    # SLURM_STEP_GPUS); ndev=auto gives task k the same two, by UUID, and the CPU next to
+    # both (each package holds two GPUs and one CPU).
+    gres_probe -n 2 --gpus-per-task=2 --map-by-device=gpu:ndev=auto:verbose
+    expect_rc 0 && expect_out "$(gline 0 0 0-1 0,1 "${G4[0]},${G4[1]}"; gline 1 1 0-1 2,3 "${G4[2]},${G4[3]}")" &&
+        expect_err "task 0 (global 0): gpu 0000:17:00.0 cuda0 ${G4[0]}, gpu 0000:18:00.0 cuda1 ${G4[1]}; CPUs 0 set" &&
+        expect_err "task 1 (global 1): gpu 0000:65:00.0 cuda2 ${G4[2]}, gpu 0000:66:00.0 cuda3 ${G4[3]}; CPUs 1 set" &&
+        node_idle
 }
 
 c_gres_gpu_bind_default() {
@@ -1025,6 +1067,7 @@ AFFINITY_CASES=(
     "shared never stacks tasks on one core unless :overload|c_overload_refused"
     "ppr=2: consecutive tasks per GPU|c_ppr"
     "bind=split: two GPUs on one package get a core each; omp tells OpenMP, keeps the job's value|c_split_omp"
+    "admin omp = true: OMP_* reach each mapped task; the job's own OMP_* values are kept; omp=false opts out|c_admin_omp"
     "plugstack default= applies when the job gives no spec|c_default_applies"
     "--map-by-device=none turns the default off|c_default_none"
     "a job's spec overrides the default|c_default_overridden"
@@ -1067,6 +1110,12 @@ GRES_CASES=(
     "gres: MIG instances (Slurm 26.05's MIG-<uuid>) are refused, never replaced; Slurm's value stays|c_gres_mig"
     "gres: env_uuid (Slurm names the step's GPUs by UUID) maps, and must agree with SLURM_STEP_GPUS|c_gres_env_uuid"
     "gres: a step without GPUs: all GPUs, or refused with require_step_gpus|c_gres_no_gpus_requested"
+)
+
+# The same with four fake GPUs (gres.conf: /dev/full, /dev/null, /dev/random, /dev/zero =
+# Slurm's GPUs 0-3) on topologies/e2e-4gpu.xml: two per package, one CPU per package.
+GRES4_CASES=(
+    "gres, 4 GPUs: --gpus-per-task=2 -n 2 with ndev=auto gives each task exactly Slurm's two GPUs and their CPU|c_gres4_gpus_per_task"
 )
 
 # task/affinity, real layout, live discovery; slurmd starts with the plugin configured, so
@@ -1113,6 +1162,9 @@ main() {
     [[ ${GRES_UUID[0]} == "$UUID0" && ${GRES_UUID[1]} == "$UUID1" ]] ||
         abort "the driver files' UUIDs (${GRES_UUID[*]}) are not e2e-2gpu.xml's ($UUID0 $UUID1)"
 
+    FIX_4GPU=$E2E_ROOT/topologies/e2e-4gpu.xml
+    mapfile -t G4 < <(grep -o 'name="NVIDIAUUID" value="[^"]*"' "$FIX_4GPU" | sed 's/.*value="//;s/"$//')
+    ((${#G4[@]} == 4)) || abort "reading the four GPU UUIDs of $FIX_4GPU"
     cases_init
     # The GRES phase's probe: also the step's cpuset (the task's cpuset cgroup) and the GPU
     # list Slurm gave the step; with HOLD set it then sleeps that long (a job that stays).
@@ -1137,6 +1189,7 @@ EOF
     if e2e_cgroup_v1_available; then
         run_phase cgroup - "${CGROUP_CASES[@]}"
         run_phase gres - "${GRES_CASES[@]}"
+        E2E_GRES_FILES="/dev/full /dev/null /dev/random /dev/zero" run_phase gres - "${GRES4_CASES[@]}"
     else
         SKIPS+=("task/cgroup and GRES cases: no cgroup v1 cpuset/freezer hierarchy mounted here")
     fi

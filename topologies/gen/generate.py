@@ -915,17 +915,20 @@ def fx_intel_pvc():
     return Topology(fx, machine("pvc-node", packages), [dist])
 
 
+def omnipath_hfi(busid, ofaname, netname, guid, lid):
+    """An Intel Omni-Path HFI function (class 0208): IPoIB netdev + OpenFabrics `hfi1_N`."""
+    osdevs = [osdev(netname, "net", infos=[("Address", ipoib_address(guid, "80:00:00:02")),
+                                           ("Port", "1")]),
+              osdev(ofaname, "ofa", infos=ofa_infos(guid, guid, lid,
+                                                    "fe80:0000:0000:0000:" + guid))]
+    return pcidev(busid, pci_type(0x0208, 0x8086, 0x24F0, 0x8086, 0x2628, 0x11),
+                  link_speed(3, 16), osdevs,
+                  pci_names("Intel Corporation", "Omni-Path HFI Silicon 100 Series [discrete]"))
+
+
 def fx_omnipath():
     fx = "omnipath"
-
-    def hfi(busid, ofaname, netname, guid, lid):
-        osdevs = [osdev(netname, "net", infos=[("Address", ipoib_address(guid, "80:00:00:02")),
-                                               ("Port", "1")]),
-                  osdev(ofaname, "ofa", infos=ofa_infos(guid, guid, lid,
-                                                        "fe80:0000:0000:0000:" + guid))]
-        return pcidev(busid, pci_type(0x0208, 0x8086, 0x24F0, 0x8086, 0x2628, 0x11),
-                      link_speed(3, 16), osdevs,
-                      pci_names("Intel Corporation", "Omni-Path HFI Silicon 100 Series [discrete]"))
+    hfi = omnipath_hfi
 
     eth = eth_nic("0000:03:00.0", "eno1", "3c:fd:fe:a1:07:2e", (0x8086, 0x1521, 0x8086, 0x35C4, 0x01),
                   "Intel Corporation", "I350 Gigabit Network Connection", link_speed(2, 4))
@@ -1038,6 +1041,21 @@ def fx_e2e_1socket_2gpu():
                                    root_port_for(hca, "%s:02.0" % sub_bus(gbus, -1), INTEL_ROOT_PORT)]))
     pkg = package(0, CPU_GENERIC, [numa(0, 32 * GIB), core(0, [0], 0), core(1, [1], 1)] + bridges)
     return Topology(fx, machine(fx, [pkg]))
+
+
+def fx_e2e_4gpu():
+    """The end-to-end GRES phase with four GPUs on this machine's CPUs 0-1: two packages of one
+    core, two NVIDIA GPUs on each (`srun -n 2 --gpus-per-task=2 --map-by-device=gpu:ndev=auto`
+    gives each task both GPUs of one package and that package's CPU)."""
+    fx = "e2e-4gpu"
+    g4 = link_speed(4, 16)
+    packages = []
+    for p, buses in ((0, ("0000:17:00.0", "0000:18:00.0")), (1, ("0000:65:00.0", "0000:66:00.0"))):
+        gpus = [nvidia_gpu(fx, b, "a100pcie", index=2 * p + k, speed=g4) for k, b in enumerate(buses)]
+        ports = [root_port_for(g, "%s:%02x.0" % (sub_bus(buses[0], -1), 1 + k), INTEL_ROOT_PORT)
+                 for k, g in enumerate(gpus)]
+        packages.append(package(p, CPU_GENERIC, [numa(p, 16 * GIB), core(p, [p], 0), hostbridge(ports)]))
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
 
 
 def fx_e2e_2gpu_amd():
@@ -1154,6 +1172,30 @@ def fx_far_hca():
     return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
 
 
+def fx_gpu_omnipath():
+    """Per package a PCIe switch holding one GPU and one Omni-Path HFI (PSM3_NIC pairing)."""
+    fx = "gpu-omnipath"
+    g3 = link_speed(3, 16)
+    eth = eth_nic("0000:02:00.0", "eno1", "3c:fd:fe:b4:19:20", (0x8086, 0x1521, 0x8086, 0x35C4, 0x01),
+                  "Intel Corporation", "I350 Gigabit Network Connection", link_speed(2, 4))
+    io = {0: [hostbridge([root_port_for(eth, "0000:00:1c.0", INTEL_ROOT_PORT)])], 1: []}
+    for p, top in ((0, 0x00), (1, 0x80)):
+        up = top + 4
+        gpu = nvidia_gpu(fx, "0000:%02x:00.0" % (up + 2), "a100pcie", index=p, speed=g3)
+        hfi = omnipath_hfi("0000:%02x:00.0" % (up + 3), "hfi1_%d" % p, "ib%d" % p,
+                           "0011:7501:0172:%02x10" % p, "0x%x" % (0x3c1 + p))
+        io[p].append(hostbridge([bridge("0000:%02x:03.0" % top, INTEL_ROOT_PORT, g3, [
+            bridge("0000:%02x:00.0" % up, PLX_SWITCH, g3, [
+                bridge("0000:%02x:08.0" % (up + 1), PLX_SWITCH, g3, [gpu]),
+                bridge("0000:%02x:10.0" % (up + 1), PLX_SWITCH, g3, [hfi])])])]))
+    packages = []
+    for p in range(2):
+        cores = [core(c, [c], c % 8, GEN_L2, GEN_L1) for c in range(8 * p, 8 * p + 8)]
+        packages.append(package(p, CPU_GENERIC, [numa(p, 128 * GIB),
+                                                 cache("L3Cache", GEN_L3, cores, os_index=p)] + io[p]))
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
+
+
 # DGX-2 PCIe quads, per host bridge: (root port bus, [lower switch upstream bus, ...]); the
 # lower switch holds two V100s and, between them, one InfiniBand HCA.
 DGX2_QUADS = [(0, 0x2B, [0x32, 0x37]), (0, 0x4E, [0x55, 0x5A]),
@@ -1200,7 +1242,7 @@ def fx_dgx2_mlx5():
 FIXTURES = [fx_turin_h200, fx_uneven_3plus1, fx_degenerate_one_complex, fx_degenerate_machine,
             fx_amd_mi250x, fx_intel_pvc, fx_omnipath, fx_no_gpu, fx_drm_only, fx_e2e_2gpu,
             fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_e2e_2gpu_amd, fx_e2e_nogpu, fx_e2e_snc_2gpu,
-            fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5]
+            fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5, fx_gpu_omnipath, fx_e2e_4gpu]
 
 
 # ---------------------------------------------------------------------------------------

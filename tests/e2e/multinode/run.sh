@@ -219,6 +219,41 @@ c_network() {
     )"
 }
 
+c_adapters() {
+    set_plugstacks ""
+    # node1's tasks: the GPU and the HCA beside it, PMIX_DEVICE_ID naming the GPU then the HCA.
+    local a0=("CUDA_VISIBLE_DEVICES=${N1_UUID[0]}" NCCL_IB_HCA==mlx5_0 UCX_NET_DEVICES=mlx5_0:1
+        "PMIX_DEVICE_ID=gpu://node1::nvml0,fab://${N1_GUID[0]}::${N1_GUID[0]}")
+    local a1=("CUDA_VISIBLE_DEVICES=${N1_UUID[1]}" NCCL_IB_HCA==mlx5_1 UCX_NET_DEVICES=mlx5_1:1
+        "PMIX_DEVICE_ID=gpu://node1::nvml1,fab://${N1_GUID[1]}::${N1_GUID[1]}")
+    local none="adapters: node node2 has no network adapter that NCCL_IB_HCA, UCX_NET_DEVICES or PSM3_NIC names"
+    # node2 has no adapter: its tasks get their GPU alone, and node2 says so once (never a
+    # silent pick); node1 says nothing.
+    probe -w node1,node2 -N2 -n4 --map-by-device=gpu:adapters:verbose
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 "${a0[@]}"
+        tl 1 1 node1 1 "${a1[@]}"
+        tl 2 0 node2 1 $(n2gpu 0)
+        tl 3 1 node2 0 $(n2gpu 1)
+    )" && expect_err "map-by-device: warning: $none" &&
+        expect_err "node1, task 0 (global 0): gpu 0000:17:00.0 cuda0 ${N1_UUID[0]}, paired network 0000:18:00.0 mlx5_0; CPUs 0 set;" &&
+        expect_err "node1, task 1 (global 1): gpu 0000:65:00.0 cuda1 ${N1_UUID[1]}, paired network 0000:66:00.0 mlx5_1; CPUs 1 set;" &&
+        expect_err "node2, task 0 (global 2): gpu 0000:41:00.0 rsmi0 GPU-${N2_UUID[0]}; CPUs 1 set;" &&
+        expect_no_err "adapters: node node1" || return 1
+    [[ $(grep -c "$none" <<<"$ERR") == 1 ]] || { echo "node2's warning is not said exactly once"; show; return 1; }
+    # Cyclic: node1 holds ranks 0 and 2; the ranks change, each task's pair does not.
+    probe -w node1,node2 -N2 -n4 --distribution=cyclic --map-by-device=gpu:adapters
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0 "${a0[@]}"
+        tl 1 0 node2 1 $(n2gpu 0)
+        tl 2 1 node1 1 "${a1[@]}"
+        tl 3 1 node2 0 $(n2gpu 1)
+    )" || return 1
+    # node3 has no GPU: an explicit gpu:adapters fails the step there, naming the node.
+    run srun -w node1,node3 -N2 -n2 --map-by-device=gpu:adapters true
+    expect_fail && expect_err "node node3 has no gpu devices" && expect_idle
+}
+
 c_missing_class_explicit() {
     set_plugstacks ""
     local before
@@ -457,6 +492,7 @@ CASES=(
     "-N2 GPUs of two vendors: local ids restart per node, each node's own UUIDs and host|c_two_vendors"
     "--distribution=cyclic and block|c_cyclic_block"
     "network across nodes: an InfiniBand HCA on node1, Ethernet on node3|c_network"
+    "gpu:adapters across nodes: node1's tasks their GPU and its HCA, node2 (no HCA) warned once|c_adapters"
     "a node without GPUs, explicit spec: the whole step fails naming node3|c_missing_class_explicit"
     "a node without GPUs, admin default: unmapped there, mapped on node1|c_missing_class_default"
     "a node without the plugstack line runs the step unmapped; slurmd says so|c_no_plugstack_line"
