@@ -362,7 +362,9 @@ mod tests {
         assert_eq!(stat_start_time("no parenthesis at all"), None);
         let (me, uid) = process_start(std::process::id()).unwrap();
         assert!(me > 0);
-        assert_eq!(uid, unsafe { libc::geteuid() });
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(uid, euid);
     }
 
     #[test]
