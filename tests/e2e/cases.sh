@@ -6,7 +6,7 @@
 #   cases_fixtures                 # UUID0/UUID1, GPU_LINES, NET_LINES, ALL_CPUS, UNMAPPED_LINES, LIVE_*
 #   cases_init                     # e2e_init, the cleanup trap, FIX* in root-only copies, PROBE
 #   run_phase MODE SETUP "name|function"...   # one cluster, the selected cases
-#   summary                        # the failed cases, notes, "N passed, N failed"
+#   summary                        # the failed cases, notes, skipped: lines (SKIPPED), "N passed, N failed"
 #   build_hooks_plugin             # HOOKS_PLUGIN: a build with the test-hooks feature
 
 FILTER=${1:-}
@@ -14,6 +14,7 @@ PASSED=0
 FAILED=0
 FAILED_NAMES=()
 NOTES=()
+SKIPPED=()
 
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
 FIX_DRM=$E2E_ROOT/topologies/e2e-2gpu-drm.xml
@@ -174,6 +175,7 @@ summary() {
     fi
     local n
     for n in "${NOTES[@]}"; do printf 'note: %s\n' "$n"; done
+    for n in "${SKIPPED[@]}"; do printf 'skipped: %s\n' "$n"; done
     echo "$PASSED passed, $FAILED failed"
 }
 

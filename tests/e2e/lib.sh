@@ -25,7 +25,7 @@ E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # fixtures do not need it: they load with hwloc's own parser too); python3: the security
 # cases' fake X server. (tests/browser/run.sh adds chromium for the pictures' browser test.)
 E2E_PACKAGES=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev libclang-dev libhwloc-dev
-    libhwloc-plugins libudev-dev pkg-config build-essential ca-certificates jq hostname python3)
+    libhwloc-plugins hwloc-nox libudev-dev pkg-config build-essential ca-certificates jq hostname python3)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""
@@ -154,7 +154,8 @@ set_plugstack_empty() {
 
 # slurm.conf (and cgroup.conf, gres.conf) for MODE: "affinity" (task/affinity, 8 CPUs declared
 # on the real 2, as in the facts notes; E2E_DECLARED_CPUS changes the 8), "affinity-real"
-# (task/affinity, the real CPU count), "cgroup" (task/cgroup with ConstrainCores on cgroup v1,
+# (task/affinity, the real CPU count), "affinity-gres-types" (the same, with GresTypes=gpu for
+# the cluster but no GPU GRES on the node), "cgroup" (task/cgroup with ConstrainCores on cgroup v1,
 # the real CPU count) or "gres" (as cgroup, plus two fake GPUs as GRES: gres.conf names
 # /dev/null and /dev/zero, which Slurm numbers 0 and 1 in that order).
 e2e_write_slurm_conf() {
@@ -168,10 +169,11 @@ e2e_write_slurm_conf() {
             gres_types="GresTypes=gpu"
             node_line+=" Gres=gpu:2"
         fi
-    elif [[ $mode == affinity-real ]]; then
+    elif [[ $mode == affinity-real || $mode == affinity-gres-types ]]; then
         task="task/affinity"
         proctrack="proctrack/linuxproc"
         node_line="NodeName=$E2E_NODE NodeAddr=127.0.0.1 CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000"
+        [[ $mode == affinity-gres-types ]] && gres_types="GresTypes=gpu"
     else
         task="task/affinity"
         proctrack="proctrack/linuxproc"
@@ -227,6 +229,8 @@ EOF
 NodeName=$E2E_NODE Name=gpu File=/dev/null
 NodeName=$E2E_NODE Name=gpu File=/dev/zero
 EOF
+    # GresTypes=gpu for the cluster, but no GPU GRES on this node (a CPU node of a GPU cluster).
+    [[ $mode == affinity-gres-types ]] && : >"$E2E_DIR/etc/gres.conf"
     chmod 644 "$E2E_DIR/etc/slurm.conf" "$E2E_DIR/etc/cgroup.conf" "$E2E_DIR/etc/gres.conf"
 }
 
