@@ -232,14 +232,22 @@ pub fn parse(bytes: &[u8]) -> Result<CacheFile, String> {
 }
 
 /// The liveness proof: the lock file named in the cache is root's, mode 0600 (so only root
-/// could open it), and a `FLOCK` is held on it.
+/// could open it), and a `FLOCK` is held on it ([`liveness`] decides).
 fn writer_alive(dir: &TrustedDir, recorded: &str) -> Result<(), String> {
-    const STOPPED: &str = "no running slurmd holds it (written by a slurmd that has stopped, or copied by hand)";
-    let meta = match dir.stat(LOCK_NAME) {
-        Ok(Some(m)) => m,
-        Ok(None) => return Err(format!("{STOPPED}: there is no {LOCK_NAME}")),
-        Err(e) => return Err(e.to_string()),
+    let meta = dir.stat(LOCK_NAME).map_err(|e| e.to_string())?;
+    let locks = match meta {
+        Some(_) => std::fs::read_to_string("/proc/locks").map_err(|e| format!("cannot read /proc/locks: {e}"))?,
+        None => String::new(),
     };
+    liveness(meta.as_ref(), recorded, &locks)
+}
+
+/// Whether the cache's writer still runs, from what root saw: the lock file's metadata
+/// (`None`: there is none), the `dev:ino` the cache names, and the text of `/proc/locks`.
+/// Pure, so that it can be fuzzed (`fuzz/fuzz_targets/cache_parse.rs`).
+pub fn liveness(lock: Option<&trusted_fs::Meta>, recorded: &str, locks: &str) -> Result<(), String> {
+    const STOPPED: &str = "no running slurmd holds it (written by a slurmd that has stopped, or copied by hand)";
+    let Some(meta) = lock else { return Err(format!("{STOPPED}: there is no {LOCK_NAME}")) };
     if let Some(problem) = trusted_fs::problem(Kind::File, meta.kind, meta.uid, meta.mode) {
         return Err(format!("{LOCK_NAME} {problem}"));
     }
@@ -252,8 +260,7 @@ fn writer_alive(dir: &TrustedDir, recorded: &str) -> Result<(), String> {
     if format!("{}:{}", meta.dev, meta.ino) != recorded {
         return Err(format!("{STOPPED}: {LOCK_NAME} is not the one the cache names"));
     }
-    let locks = std::fs::read_to_string("/proc/locks").map_err(|e| format!("cannot read /proc/locks: {e}"))?;
-    if flock_held(&locks, meta.dev, meta.ino) {
+    if flock_held(locks, meta.dev, meta.ino) {
         Ok(())
     } else {
         Err(STOPPED.into())
