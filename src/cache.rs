@@ -324,6 +324,23 @@ mod tests {
     }
 
     #[test]
+    fn liveness_trusts_only_roots_private_named_locked_file() {
+        use crate::trusted_fs::{Kind, Meta};
+        let dev = libc::makedev(0, 0x1a);
+        let locks = "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF\n";
+        let good = Meta { kind: Kind::File, uid: 0, mode: 0o100600, size: 0, dev, ino: 5678 };
+        let named = format!("{dev}:5678");
+        assert_eq!(liveness(Some(&good), &named, locks), Ok(()));
+        let refused = |m: Meta, recorded: &str, locks: &str| liveness(Some(&m), recorded, locks).unwrap_err();
+        assert!(liveness(None, &named, locks).unwrap_err().contains("there is no topology.lock"));
+        assert!(refused(Meta { uid: 1000, ..good }, &named, locks).contains("owned by uid 1000"));
+        assert!(refused(Meta { mode: 0o100644, ..good }, &named, locks).contains("can be opened by others (mode"));
+        assert!(refused(Meta { kind: Kind::Symlink, ..good }, &named, locks).contains("symbolic link"));
+        assert!(refused(good, &format!("{dev}:9"), locks).contains("is not the one the cache names"));
+        assert!(refused(good, &named, "").starts_with("no running slurmd holds it"));
+    }
+
+    #[test]
     fn no_cache_is_absent_not_rejected() {
         assert!(matches!(read(Path::new("/nonexistent/map-by-device"), None), Err(Miss::Absent(_))));
         let Some(d) = trusted_scratch("cache-absent") else { return };
