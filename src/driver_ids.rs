@@ -140,7 +140,8 @@ pub fn fill_identities(devices: &mut [Device], roots: Roots<'_>) {
 /// Why a driver file that should name a GPU is absent, in a GPU's identity problem.
 fn absent(path: &Path) -> String {
     format!(
-        "its driver file {} does not exist (the driver is not loaded, or the GPU is gone since the topology was taken: export topology= again, or restart slurmd to rewrite its cache)",
+        "its driver file {} is gone (the driver is not loaded, or the GPU was removed since the topology was \
+         taken: export topology= again, or restart slurmd)",
         path.display()
     )
 }
