@@ -11,7 +11,8 @@
 # with the real layout; task/cgroup with ConstrainCores (cgroup v1; skipped with a note where
 # v1 is not mounted); the same with two fake GPUs as GRES (gres.conf File=/dev/null and
 # /dev/zero) and GPU identities from NVIDIA driver files (topologies/drivers/nvidia/proc);
-# and live discovery with slurmd's topology cache.
+# task/affinity with GresTypes=gpu but no GPU GRES on the node; live discovery with slurmd's
+# topology cache; and hostile local users (security:, some with a test-hooks build).
 # Topologies: topologies/e2e-2gpu.xml (two packages, one core, one GPU and one HCA each),
 # its GPU-without-identity twin e2e-2gpu-drm.xml, and tests/e2e/fixtures/e2e-snc-2gpu.xml
 # (one package, a device per core: bind=package is above the devices' locality).
