@@ -246,15 +246,33 @@ pub fn parse(bytes: &[u8]) -> Result<CacheFile, String> {
 
 /// The liveness proof (see the module's notes): the lock file named in the cache is root's,
 /// mode 0600 (so only root could open it), and either the writing process still runs (a root
-/// process with the recorded pid and start time) or a `FLOCK` is held on the lock file.
+/// process with the recorded pid and start time) or a `FLOCK` is held on the lock file
+/// ([`liveness`] decides).
 fn writer_alive(dir: &TrustedDir, cached: &CacheFile) -> Result<(), String> {
-    let recorded = &cached.lock;
-    const STOPPED: &str = "no running slurmd holds it (written by a slurmd that has stopped, or copied by hand)";
-    let meta = match dir.stat(LOCK_NAME) {
-        Ok(Some(m)) => m,
-        Ok(None) => return Err(format!("{STOPPED}: there is no {LOCK_NAME}")),
-        Err(e) => return Err(e.to_string()),
+    let meta = dir.stat(LOCK_NAME).map_err(|e| e.to_string())?;
+    let running = matches!(process_start(cached.writer_pid), Ok((start, 0)) if start == cached.writer_start);
+    // /proc/locks only where the pid does not prove it: its first read in a process is slow.
+    let locks = match (&meta, running) {
+        (Some(_), false) => {
+            std::fs::read_to_string("/proc/locks").map_err(|e| format!("cannot read /proc/locks: {e}"))?
+        }
+        _ => String::new(),
     };
+    liveness(meta.as_ref(), &cached.lock, running, &locks)
+}
+
+/// Whether the cache's writer still runs, from what the reader saw: the lock file's metadata
+/// (`None`: there is none), the `dev:ino` the cache names, whether a root process with the
+/// writer's recorded pid and start time runs, and the text of `/proc/locks` (needed only
+/// when it does not). Pure, so that it can be fuzzed (`fuzz/fuzz_targets/cache_parse.rs`).
+pub fn liveness(
+    lock: Option<&trusted_fs::Meta>,
+    recorded: &str,
+    writer_running: bool,
+    locks: &str,
+) -> Result<(), String> {
+    const STOPPED: &str = "no running slurmd holds it (written by a slurmd that has stopped, or copied by hand)";
+    let Some(meta) = lock else { return Err(format!("{STOPPED}: there is no {LOCK_NAME}")) };
     if let Some(problem) = trusted_fs::problem(Kind::File, meta.kind, meta.uid, meta.mode) {
         return Err(format!("{LOCK_NAME} {problem}"));
     }
@@ -267,11 +285,7 @@ fn writer_alive(dir: &TrustedDir, cached: &CacheFile) -> Result<(), String> {
     if format!("{}:{}", meta.dev, meta.ino) != *recorded {
         return Err(format!("{STOPPED}: {LOCK_NAME} is not the one the cache names"));
     }
-    if matches!(process_start(cached.writer_pid), Ok((start, 0)) if start == cached.writer_start) {
-        return Ok(());
-    }
-    let locks = std::fs::read_to_string("/proc/locks").map_err(|e| format!("cannot read /proc/locks: {e}"))?;
-    if flock_held(&locks, meta.dev, meta.ino) {
+    if writer_running || flock_held(locks, meta.dev, meta.ino) {
         Ok(())
     } else {
         Err(STOPPED.into())
@@ -365,6 +379,43 @@ mod tests {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
         assert_eq!(uid, euid);
+    }
+
+    #[test]
+    fn liveness_trusts_only_roots_private_named_locked_file() {
+        use crate::trusted_fs::{Kind, Meta};
+        let dev = libc::makedev(0, 0x1a);
+        let locks = "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF\n";
+        let good = Meta { kind: Kind::File, uid: 0, mode: 0o100600, size: 0, dev, ino: 5678 };
+        let named = format!("{dev}:5678");
+        assert_eq!(liveness(Some(&good), &named, false, locks), Ok(()));
+        let refused = |m: Meta, recorded: &str, locks: &str| liveness(Some(&m), recorded, false, locks).unwrap_err();
+        assert!(liveness(None, &named, false, locks).unwrap_err().contains("there is no topology.lock"));
+        assert!(refused(Meta { uid: 1000, ..good }, &named, locks).contains("owned by uid 1000"));
+        assert!(refused(Meta { mode: 0o100644, ..good }, &named, locks).contains("can be opened by others (mode"));
+        assert!(refused(Meta { kind: Kind::Symlink, ..good }, &named, locks).contains("symbolic link"));
+        assert!(refused(good, &format!("{dev}:9"), locks).contains("is not the one the cache names"));
+        assert!(refused(good, &named, "").starts_with("no running slurmd holds it"));
+        // The writer itself still running proves it without /proc/locks, but never a file
+        // that fails the other rules.
+        assert_eq!(liveness(Some(&good), &named, true, ""), Ok(()));
+        assert!(liveness(Some(&Meta { mode: 0o100644, ..good }), &named, true, "").is_err());
+        assert!(liveness(None, &named, true, "").is_err());
+    }
+
+    #[test]
+    fn the_fuzzers_seed_caches_are_this_format() {
+        // Seeds the parser refuses at once would keep the fuzzer out of the topology's fields.
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/cache_parse");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                parse(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                seen += 1;
+            }
+        }
+        assert!(seen >= 3, "{seen} seeds in {}", dir.display());
     }
 
     #[test]

@@ -119,12 +119,10 @@ pub fn lookup(
     roots: Roots<'_>,
 ) -> Result<Option<(GpuIdentity, IdentitySource)>, DriverFileError> {
     type Parser = fn(&str) -> Result<GpuIdentity, String>;
-    let (path, parse): (PathBuf, Parser) = match (vendor, roots) {
-        (Vendor::Nvidia, Roots { proc_root: Some(root), .. }) => {
-            (nvidia_path(root, busid), |t| parse_nvidia_information(t).map(|uuid| GpuIdentity::Nvidia { uuid }))
-        }
-        (Vendor::Amd, Roots { sys_root: Some(root), .. }) => (amd_path(root, busid), GpuIdentity::amd),
-        _ => return Ok(None),
+    let Some(path) = driver_file(vendor, busid, roots) else { return Ok(None) };
+    let parse: Parser = match vendor {
+        Vendor::Nvidia => |t| parse_nvidia_information(t).map(|uuid| GpuIdentity::Nvidia { uuid }),
+        _ => GpuIdentity::amd,
     };
     let Some(text) = read_small(&path)? else { return Ok(None) };
     let id =
@@ -132,29 +130,57 @@ pub fn lookup(
     Ok(Some((id, IdentitySource::DriverFile { path: path.display().to_string() })))
 }
 
+/// The driver file that names a GPU of `vendor` at `busid`, where the roots say to read it.
+fn driver_file(vendor: Vendor, busid: PciBusId, roots: Roots<'_>) -> Option<PathBuf> {
+    match (vendor, roots) {
+        (Vendor::Nvidia, Roots { proc_root: Some(root), .. }) => Some(nvidia_path(root, busid)),
+        (Vendor::Amd, Roots { sys_root: Some(root), .. }) => Some(amd_path(root, busid)),
+        _ => None,
+    }
+}
+
 /// Gives each GPU that hwloc could not name the identity its driver's files hold; a file
-/// that exists but cannot be used adds its problem to the GPU's reason. Then call
-/// `enumerate::settle_identities`.
+/// that exists but cannot be used adds its problem to the GPU's reason, and so does a file
+/// that is absent (the driver is not loaded, or the GPU is gone though the topology, taken
+/// earlier, still lists it). Then call `enumerate::settle_identities`.
 pub fn fill_identities(devices: &mut [Device], roots: Roots<'_>) {
     for d in devices.iter_mut() {
         let (Some(Identity::Missing { reason }), Some(busid)) = (&d.identity, d.busid) else { continue };
         match lookup(d.vendor, busid, roots) {
             Ok(Some((id, source))) => d.identity = Some(Identity::Named { id, source }),
-            Ok(None) => {}
+            Ok(None) => {
+                if let Some(path) = driver_file(d.vendor, busid, roots) {
+                    d.identity = Some(Identity::Missing { reason: format!("{reason}, and {}", absent(&path)) });
+                }
+            }
             Err(e) => d.identity = Some(Identity::Missing { reason: format!("{reason}; {e}") }),
         }
     }
 }
 
+/// Why a driver file that should name a GPU is absent, in a GPU's identity problem.
+fn absent(path: &Path) -> String {
+    format!(
+        "its driver file {} is gone (the driver is not loaded, or the GPU was removed since the topology was \
+         taken: export topology= again, or restart slurmd)",
+        path.display()
+    )
+}
+
 /// Re-reads the state of every InfiniBand port (`Port<N>State` of the OpenFabrics OS
 /// devices) from `<sys_root>/class/infiniband/<dev>/ports/<N>/state`, the file hwloc read
 /// them from (hwloc keeps its first digit: `4: ACTIVE` gives `4`). A topology discovered
-/// earlier (slurmd's cache) may predate a link coming up; everything else it holds does
-/// not change while the node runs. A file that cannot be read leaves the value as it was.
-/// Returns how many values changed.
+/// earlier (slurmd's cache) may predate a link coming up, or an adapter going away: an
+/// adapter whose `<sys_root>/class/infiniband/<dev>` directory is gone has its ports down
+/// (`1`), so no task is told to use them. A file that cannot be read otherwise leaves the
+/// value as it was. Returns how many values changed.
 pub fn refresh_ib_port_states(topology: &mut Topology, sys_root: &Path) -> usize {
     refresh_ib_port_states_with(topology, |device, port| {
-        let path = sys_root.join("class/infiniband").join(device).join("ports").join(port).join("state");
+        let dir = sys_root.join("class/infiniband").join(device);
+        if matches!(std::fs::symlink_metadata(&dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+            return Some(GONE_PORT_STATE.to_string());
+        }
+        let path = dir.join("ports").join(port).join("state");
         let mut text = String::new();
         // A sysfs attribute is at most a page; a fixture tree's file is read no further.
         std::fs::File::open(path).and_then(|f| f.take(4096).read_to_string(&mut text)).ok().map(|_| text)
@@ -194,6 +220,9 @@ pub fn refresh_ib_port_states_with(
     }
     changed
 }
+
+/// What a port of an adapter that is gone reads as: down (IB_PORT_DOWN).
+const GONE_PORT_STATE: &str = "1: DOWN (the adapter is gone)";
 
 /// The state hwloc records for an InfiniBand port, from the text of its sysfs `state` file
 /// (`4: ACTIVE` gives `4`): the first digit after leading white space, or `None`.
@@ -261,6 +290,15 @@ mod tests {
         assert_eq!(topo.loose[0].osdev.info("Port1State"), Some("1"));
         assert_eq!(infos[0], ("NodeGUID".to_string(), "x".to_string()));
         assert_eq!(refresh_ib_port_states(&mut topo, &root), 0);
+        // Hot-unplug: the adapter's directory is gone, the cache still says active. Its ports
+        // are down now (UCX_NET_DEVICES leaves it out, with the "no active port" warning).
+        topo.loose[0].osdev.infos = vec![("Port1State".into(), "4".into())];
+        assert_eq!(refresh_ib_port_states(&mut topo, &root), 1);
+        assert_eq!(topo.loose[0].osdev.info("Port1State"), Some("1"));
+        std::fs::remove_dir_all(root.join("class/infiniband/mlx5_0")).unwrap();
+        assert_eq!(refresh_ib_port_states(&mut topo, &root), 2, "mlx5_0's active ports 1 and 3 are down now");
+        assert_eq!(topo.pci[0].osdevs[0].info("Port1State"), Some("1"));
+        assert_eq!(topo.pci[0].osdevs[0].info("Port3State"), Some("1"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

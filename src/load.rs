@@ -104,6 +104,12 @@ pub enum LoadError {
     #[error("cannot use topology={}: {source}", path.display())]
     Untrusted { path: PathBuf, source: crate::trusted_fs::TrustError },
 
+    #[error(
+        "hwloc's discovery backend {backends} described part of this machine, but live discovery uses only \
+         {allowed}; refusing the topology (remove that hwloc plugin from the node, or set topology= to an XML file)"
+    )]
+    UnexpectedBackend { backends: String, allowed: String },
+
     #[error("discovering this machine failed: {message}")]
     Discovery { message: String },
 
@@ -185,8 +191,15 @@ pub fn live(timeout: Duration) -> Result<Topology, LoadError> {
     // Read in the parent: the child of a multi-threaded process must not take the
     // environment's lock.
     check_environment()?;
+    let pause = crate::test_hooks::pause_planned("live-discovery");
     let _hwloc = hwloc_lock();
-    match crate::bounded::run(timeout, || live_here().map_err(|e| e.to_string())) {
+    let discover = || {
+        if let Some(p) = pause {
+            p.wait();
+        }
+        live_here().map_err(|e| e.to_string())
+    };
+    match crate::bounded::run(timeout, discover) {
         Ok(Ok(topology)) => Ok(topology),
         Ok(Err(message)) => Err(LoadError::Discovery { message }),
         Err(e) => Err(LoadError::Bounded { source: e }),
@@ -195,6 +208,15 @@ pub fn live(timeout: Duration) -> Result<Topology, LoadError> {
 
 /// The discovery itself, in the calling process (the child of [`live`]).
 fn live_here() -> Result<Topology, LoadError> {
+    discover_here(|topo| {
+        check_backends(&backends_ran(topo))?;
+        Ok(convert(topo))
+    })
+}
+
+/// hwloc's discovery of this machine as [`live`] runs it, in the calling process, handed to
+/// `then`.
+fn discover_here<T>(then: impl FnOnce(&hwlocality::Topology) -> Result<T, LoadError>) -> Result<T, LoadError> {
     let input = "this machine".to_string();
     guarded(&input, |input| {
         let mut builder = builder(input)?;
@@ -205,7 +227,55 @@ fn live_here() -> Result<Topology, LoadError> {
         if !topo.is_this_system() {
             return Err(LoadError::NotThisSystem);
         }
-        Ok(convert(&topo))
+        then(&topo)
+    })
+}
+
+/// The discovery backends that took part in live discovery of this machine (as [`live`]
+/// runs it, in a bounded child, without refusing any): what `check` shows, and what a test
+/// compares with [`ALLOWED_BACKENDS`].
+pub fn live_backends(timeout: Duration) -> Result<Vec<String>, LoadError> {
+    check_environment()?;
+    let _hwloc = hwloc_lock();
+    match crate::bounded::run(timeout, || discover_here(|t| Ok(backends_ran(t))).map_err(|e| e.to_string())) {
+        Ok(Ok(backends)) => Ok(backends),
+        Ok(Err(message)) => Err(LoadError::Discovery { message }),
+        Err(e) => Err(LoadError::Bounded { source: e }),
+    }
+}
+
+/// The discovery backends whose results live discovery accepts, as hwloc names them in the
+/// `Backend` info it adds to what a backend described (the root object for the OS backends,
+/// each OS device for the GPU backends): the Linux core (its I/O part and hwloc's `pci`
+/// component add no such info), hwloc's x86 CPUID backend, and the GPU backends that name GPUs.
+/// [`UNNEEDED_COMPONENTS`] keeps the others from running, but hwloc can only blacklist: a
+/// component this list does not know (a newer hwloc's, a site's plugin) would still run, so
+/// a topology that shows any other backend's work is refused ([`check_backends`]).
+pub const ALLOWED_BACKENDS: [&str; 6] = ["Linux", "x86", "CUDA", "NVML", "RSMI", "LevelZero"];
+
+/// The `Backend` infos of every object of `topo`, each once, in the order found.
+fn backends_ran(topo: &hwlocality::Topology) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for obj in topo.objects() {
+        for info in obj.infos().iter().filter(|i| i.name().to_bytes() == b"Backend") {
+            let name = info.value().to_string_lossy().into_owned();
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// Refuses a live topology that a backend outside [`ALLOWED_BACKENDS`] contributed to.
+pub fn check_backends(ran: &[String]) -> Result<(), LoadError> {
+    let unexpected: Vec<&str> = ran.iter().map(String::as_str).filter(|b| !ALLOWED_BACKENDS.contains(b)).collect();
+    if unexpected.is_empty() {
+        return Ok(());
+    }
+    Err(LoadError::UnexpectedBackend {
+        backends: unexpected.iter().map(|b| crate::text::excerpt(b)).collect::<Vec<_>>().join(", "),
+        allowed: ALLOWED_BACKENDS.join(", "),
     })
 }
 

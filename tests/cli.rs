@@ -1058,3 +1058,40 @@ fn plan_reads_slurms_visible_devices_as_the_plugin_does() {
     let err = refused(&["plan", "--topology", &turin, "--step-gpus", "0,1", "--env", uuids, "-n", "2", "gpu"]);
     assert!(err.contains("SLURM_STEP_GPUS says [0, 1]"), "{err}");
 }
+
+/// `check` with a plugstack line whose `topology=` lies in a directory others can write (or is
+/// itself writable by others) reports it as a problem naming the directory, as the plugin
+/// refuses it in every step.
+#[test]
+fn check_reports_an_untrusted_topology_path_from_plugstack() {
+    let Some(dir) = TempDir::trusted("untrusted-topology") else { return };
+    let test = "check_reports_an_untrusted_topology_path_from_plugstack";
+    let Some(plugin) = slurm_plugin_copy(&dir, "lib/map_by_device.so", test) else { return };
+    let fixture = std::fs::read_to_string(topo("e2e-2gpu.xml")).unwrap();
+    let open_dir = dir.0.join("open");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let in_open_dir = dir.file("open/t.xml", &fixture);
+    let writable = dir.file("writable.xml", &fixture);
+    std::fs::set_permissions(&writable, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let trusted = dir.file("trusted.xml", &fixture);
+    let cases = [
+        (&in_open_dir, format!("the directory {} is writable by group or others (mode 0777)", open_dir.display())),
+        (&writable, format!("the file {writable} is writable by group or others (mode 0666)")),
+    ];
+    for (path, why) in &cases {
+        let conf = dir.file("plugstack.conf", &format!("required {plugin} topology={path}\n"));
+        let o = run(&["check", "--plugstack", &conf]);
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(out.contains("Ready: no, 1 problem:"), "{out}");
+        assert!(
+            out.contains(&format!("  - the topology cannot be loaded: cannot use topology={path}: {why}")),
+            "{out}"
+        );
+    }
+    // The control: the same file in a root-only place is fine.
+    let conf = dir.file("plugstack.conf", &format!("required {plugin} topology={trusted}\n"));
+    let out = stdout(&run(&["check", "--plugstack", &conf]));
+    assert!(!out.contains("cannot use topology="), "{out}");
+}

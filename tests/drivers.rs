@@ -55,6 +55,41 @@ fn without_driver_files_the_refusal_names_both_fixes() {
     }
 }
 
+/// Hot-unplug: the topology (topology=, or slurmd's cache) still lists a GPU whose driver file
+/// is gone. A plan that needs it is refused naming the file and the likely cause; a plan that
+/// does not, maps; and the file back makes it whole again.
+#[test]
+fn a_gpu_whose_driver_file_vanished_is_refused_naming_the_file() {
+    let tree = std::env::temp_dir().join(format!("mbd-unplug-{}", std::process::id()));
+    let gpus = tree.join("driver/nvidia/gpus");
+    std::fs::create_dir_all(&gpus).unwrap();
+    for busid in ["0000:17:00.0", "0000:65:00.0"] {
+        let from = root("drivers/nvidia/proc/driver/nvidia/gpus").join(busid).join("information");
+        std::fs::create_dir_all(gpus.join(busid)).unwrap();
+        std::fs::copy(from, gpus.join(busid).join("information")).unwrap();
+    }
+    let topo = load::from_xml_file(&root("e2e-2gpu-drm.xml")).unwrap();
+    let node =
+        |t: &Topology| Node::new(t.clone(), NodeOptions { proc_root: Some(tree.clone()), ..NodeOptions::default() });
+    assert!(gpu_plan(&node(&topo), 2).is_ok());
+    let gone = gpus.join("0000:65:00.0/information");
+    std::fs::remove_file(&gone).unwrap();
+    let e = gpu_plan(&node(&topo), 2).unwrap_err().to_string();
+    assert!(e.starts_with("GPU renderD129 at 0000:65:00.0 on "), "{e}");
+    assert!(e.contains(&format!("its driver file {} is gone", gone.display())), "{e}");
+    assert!(
+        e.contains("the GPU was removed since the topology was taken: export topology= again, or restart slurmd"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+    // One task: the GPU that is still there.
+    let one = gpu_plan(&node(&topo), 1).unwrap();
+    assert_eq!(node(&topo).devices[one.tasks[0].devices[0]].busid_text(), "0000:17:00.0");
+    std::fs::copy(root("drivers/nvidia/proc/driver/nvidia/gpus/0000:65:00.0/information"), &gone).unwrap();
+    assert!(gpu_plan(&node(&topo), 2).is_ok());
+    std::fs::remove_dir_all(&tree).unwrap();
+}
+
 #[test]
 fn malformed_nvidia_files_are_refused_naming_the_file() {
     let node = drm_node("drm-only.xml", Some("drivers/nvidia-broken/proc"));

@@ -611,3 +611,40 @@ fn topology_json_round_trip() {
     assert!(json.contains("\"0000:06:00.0\""), "bus ids as text");
     assert!(topo.pci.iter().all(|f| !f.bridges.is_empty()), "every Turin fixture function has its bridges");
 }
+
+/// Live discovery's backends on this machine are all in the allowed set (the set is not too
+/// narrow for a real node: the Linux core at least ran), and an unexpected one is refused by
+/// name (hwloc can only blacklist components, so the check after the load is what fails
+/// closed).
+#[test]
+fn live_backends_are_the_allowed_ones_and_others_are_refused() {
+    let ran = load::live_backends(std::time::Duration::from_secs(60)).unwrap();
+    println!("live discovery backends here: {ran:?}");
+    assert!(ran.iter().any(|b| b == "Linux"), "{ran:?}");
+    for b in &ran {
+        assert!(load::ALLOWED_BACKENDS.contains(&b.as_str()), "backend {b} ran but is not allowed: {ran:?}");
+    }
+    load::check_backends(&ran).unwrap();
+    let with = |extra: &str| {
+        let mut r = ran.clone();
+        r.push(extra.to_string());
+        load::check_backends(&r).unwrap_err().to_string()
+    };
+    for unexpected in ["GL", "OpenCL", "XML", "Synthetic", "SomeNewPlugin"] {
+        let msg = with(unexpected);
+        assert!(msg.contains(&format!("backend {unexpected} described part of this machine")), "{msg}");
+        assert!(msg.contains("refusing the topology") && msg.contains("set topology= to an XML file"), "{msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+    let msg = with("GL\ninjected");
+    assert!(!msg.contains('\n') && msg.contains(r#""GL\ninjected""#), "{msg}");
+}
+
+/// What slurmd's log and a step's user read when discovery does not finish in time.
+#[test]
+fn a_discovery_past_its_deadline_says_so_and_the_fixes() {
+    let err = LoadError::Bounded { source: map_by_device::bounded::BoundedError::TimedOut { seconds: 2.0 } };
+    let msg = err.to_string();
+    assert!(msg.contains("discovering this machine with hwloc failed: it did not finish within 2 s (killed)"), "{msg}");
+    assert!(msg.contains("raise discovery_timeout") && msg.contains("set topology= to an XML file"), "{msg}");
+}

@@ -2,7 +2,10 @@
 //! on mutated cache files: it never panics; a refusal is one printable line of bounded
 //! length (it goes to slurmd.log); a topology it accepts is one the enumerator and the
 //! planner take without panicking and without breaking an invariant, and whose InfiniBand
-//! port states can be refreshed.
+//! port states can be refreshed. The same bytes also feed the trust and liveness decision
+//! (`cache::liveness`: the lock file's kind, owner, mode, `dev:ino`, and `/proc/locks`): it
+//! trusts only a root-owned regular file of mode 0600 or narrower, the one the cache names,
+//! under a granted FLOCK, and refuses otherwise in one printable line.
 
 #![no_main]
 
@@ -12,6 +15,7 @@ use map_by_device::spec::Spec;
 use map_by_device_fuzz::{assert_message, plan_and_check, SPECS};
 
 fuzz_target!(|data: &[u8]| {
+    liveness(data);
     match map_by_device::cache::parse(data) {
         Err(e) => assert_message("cache refusal", &e, 4096),
         Ok(cached) => {
@@ -28,3 +32,38 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// The liveness decision over metadata and `/proc/locks` text taken from the bytes: the first
+/// 24 bytes give the lock file's kind, owner (root half the time), mode, device and inode,
+/// whether the cache names that file and whether its writer was found running; the rest is
+/// the locks text.
+fn liveness(data: &[u8]) {
+    use map_by_device::trusted_fs::{Kind, Meta};
+    if data.len() < 24 {
+        return;
+    }
+    let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
+    let kind = [Kind::File, Kind::Dir, Kind::Symlink, Kind::Other][usize::from(data[0] % 4)];
+    let uid = if data[1] & 1 == 0 { 0 } else { u32::from(data[2]) << 8 | u32::from(data[3]) };
+    let mode = u32::from(u16::from_le_bytes([data[4], data[5]]));
+    let (dev, ino) = (word(8) & 0xffff_ffff, word(16));
+    let meta = Meta { kind, uid, mode, size: 0, dev, ino };
+    let named = format!("{dev}:{ino}");
+    let recorded = if data[6] & 1 == 0 { named.clone() } else { format!("{dev}:{}", ino ^ 1) };
+    let locks = String::from_utf8_lossy(&data[24..]);
+    let lock = if data[7] == 0 { None } else { Some(&meta) };
+    // Whether the writer's pid and start time were found running (the reader's other proof).
+    let running = data[6] & 2 != 0;
+    match map_by_device::cache::liveness(lock, &recorded, running, &locks) {
+        Ok(()) => {
+            assert!(lock.is_some() && kind == Kind::File && uid == 0, "trusted {meta:?}");
+            assert_eq!(mode & 0o077, 0, "trusted a lock file others can open: {meta:?}");
+            assert_eq!(recorded, named, "trusted a lock file the cache does not name");
+            if !running {
+                assert!(map_by_device::cache::flock_held(&locks, dev, ino), "trusted without a lock held");
+                assert!(locks.contains("FLOCK"), "trusted without a FLOCK line");
+            }
+        }
+        Err(e) => assert_message("liveness refusal", &e, 400),
+    }
+}

@@ -254,13 +254,17 @@ unsafe impl Plugin for MapByDevice {
         }
     }
 
+    /// In srun, sbatch and salloc: checks the configuration and the job's spec. In slurmstepd
+    /// it has nothing to do; a failure there (only a forced panic of a test build) is kept and
+    /// reported by `task_init`, as `init`'s is.
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> HookResult {
-        guarded("init_post_opt", || {
-            let context = spank.context().map_err(|e| HookError::Report(format!("cannot tell the context: {e}")))?;
+        let context = spank.context().ok();
+        let result = guarded("init_post_opt", || {
+            let context = context.ok_or_else(|| HookError::Report("cannot tell the SPANK context".into()))?;
+            test_panic("init_post_opt");
             if !matches!(context, Context::Local | Context::Allocator) {
                 return Ok(());
             }
-            test_panic("init_post_opt");
             // A broken configuration fails every submission, with its message: the admin
             // hears of it at once, and no job runs with settings nobody intended.
             if let Some(Err(e)) = &self.config {
@@ -274,7 +278,15 @@ unsafe impl Plugin for MapByDevice {
             // Called once per component of a heterogeneous job: each must say the same.
             FORGET_OPTION.store(true, std::sync::atomic::Ordering::Relaxed);
             self.components.add(text.as_deref()).map_err(HookError::Report)
-        })
+        });
+        match (context, result) {
+            (Some(Context::Remote), Err(e)) => {
+                admin_log(LogLevel::Error, &e.to_string());
+                self.init_failure.get_or_insert_with(|| e.to_string());
+                Ok(())
+            }
+            (_, result) => result,
+        }
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> HookResult {

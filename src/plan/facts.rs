@@ -135,6 +135,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn step_gpus_index_cap_refuses_above_4095_with_the_index() {
+        assert_eq!(parse_step_gpus("4095"), Ok(vec![4095]));
+        assert_eq!(parse_step_gpus("0,4094-4095"), Ok(vec![0, 4094, 4095]));
+        for (text, index) in [("4096", 4096), ("0-4096", 4096), ("1,2,70000", 70000), ("0-1048576", 1_048_576)] {
+            let e = parse_step_gpus(text).unwrap_err();
+            assert_eq!(e.why, format!("index {index} is above {MAX_GPU_INDEX}"), "{text}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("SLURM_STEP_GPUS={text:?} is not a GPU index list")), "{msg}");
+            assert!(msg.contains("ask your administrator to check the node's GRES"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn step_gpus_of_wide_ranges_up_to_the_length_cap() {
+        // The widest accepted: every index, 585 times over, in 4094 bytes.
+        let wide = vec!["0-4095"; 585].join(",");
+        assert!(wide.len() <= MAX_STEP_GPUS_TEXT, "{}", wide.len());
+        let list = parse_step_gpus(&wide).unwrap();
+        assert_eq!((list.len(), list.first(), list.last()), (4096, Some(&0), Some(&4095)));
+        // As wide as CPU lists go, within the length cap: refused for the index, whole.
+        let huge = vec!["0-1048576"; 409].join(",");
+        assert!(huge.len() <= MAX_STEP_GPUS_TEXT, "{}", huge.len());
+        let e = parse_step_gpus(&huge).unwrap_err();
+        assert_eq!(e.why, "index 1048576 is above 4095");
+        assert!(e.shown.ends_with(&format!("... ({} bytes)", huge.len())) && e.shown.len() < 80, "{}", e.shown);
+        // One byte over the cap: refused before it is parsed.
+        let over = format!("{wide},0-9");
+        assert!(over.len() > MAX_STEP_GPUS_TEXT);
+        assert_eq!(parse_step_gpus(&over).unwrap_err().why, format!("longer than {MAX_STEP_GPUS_TEXT} bytes"));
+    }
+
+    #[test]
     fn the_three_forms_slurm_writes() {
         assert_eq!(visible_devices("0,1"), VisibleDevices::Indices);
         assert_eq!(visible_devices(""), VisibleDevices::Indices);

@@ -6,7 +6,7 @@
 #   cases_fixtures                 # UUID0/UUID1, GPU_LINES, NET_LINES, ALL_CPUS, UNMAPPED_LINES, LIVE_*
 #   cases_init                     # e2e_init, the cleanup trap, FIX* in root-only copies, PROBE
 #   run_phase MODE SETUP "name|function"...   # one cluster, the selected cases
-#   summary                        # the failed cases, notes, "N passed, N failed"
+#   summary                        # the failed cases, notes, skipped: lines (SKIPS), "N passed, N failed"
 #   build_hooks_plugin             # HOOKS_PLUGIN: a build with the test-hooks feature
 
 FILTER=${1:-}

@@ -18,7 +18,8 @@
 #   with symlinks planted in it;
 # - faults: slurmd restarted (and killed) while steps run; the cache truncated, replaced or
 #   made unreadable between steps; topology= removed after slurmd started; devices that
-#   vanish from topology= or from the cache (and, with GRES, from under Slurm's GPU list);
+#   vanish from topology= or from the cache (and, with GRES, from under Slurm's GPU list); a
+#   GPU topology= still lists whose driver file is gone;
 # - panics: a build with the test-hooks feature panics in each hook and in the option
 #   callback; each must be an error with a message, never an abort of srun or slurmstepd.
 #
@@ -105,6 +106,8 @@ footprint() {
     FOOT_FDS=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
     FOOT_FILES=$(find "$CACHE_DIR" -mindepth 1 -printf '%f:%i ' | tr ' ' '\n' | sort | tr '\n' ' ')
     FOOT_CHILDREN=$(pgrep -c -P "$pid")
+    # A slurmstepd left over, or a discovery child of one (it is named slurmstepd too).
+    FOOT_STEPDS=$(pgrep -c -x slurmstepd)
 }
 
 # flat WHAT: the footprint now against FOOT_BEFORE_* (saved by mark_footprint); prints both.
@@ -116,7 +119,8 @@ flat() {
     footprint
     local line
     line="$1: slurmd RSS ${FOOT_BEFORE_RSS} kB -> ${FOOT_RSS} kB, open fds ${FOOT_BEFORE_FDS} -> ${FOOT_FDS},"
-    line+=" cache files [${FOOT_BEFORE_FILES% }] -> [${FOOT_FILES% }], slurmd children left ${FOOT_CHILDREN}"
+    line+=" cache files [${FOOT_BEFORE_FILES% }] -> [${FOOT_FILES% }], slurmd children left ${FOOT_CHILDREN},"
+    line+=" slurmstepd processes left ${FOOT_STEPDS}"
     echo "$line"
     FIGURES+=("$line")
     local ok=0
@@ -126,6 +130,7 @@ flat() {
     # would be far more over hundreds of steps.
     ((FOOT_RSS - FOOT_BEFORE_RSS < RSS_SLACK_KB)) || { echo "slurmd grew by $((FOOT_RSS - FOOT_BEFORE_RSS)) kB"; ok=1; }
     ((FOOT_CHILDREN == 0)) || { echo "slurmd has children left: $(pgrep -a -P "${E2E_PIDS[slurmd]}")"; ok=1; }
+    ((FOOT_STEPDS == 0)) || { echo "slurmstepd processes left: $(pgrep -a -x slurmstepd)"; ok=1; }
     return $ok
 }
 RSS_SLACK_KB=4096
@@ -142,7 +147,9 @@ load_setup() {
     CACHE_DIR=$E2E_DIR/cache
     LOAD_CONF=$E2E_DIR/etc/load.toml
     printf 'cache_dir = "%s"\n' "$CACHE_DIR" >"$LOAD_CONF"
-    chmod 644 "$LOAD_CONF"
+    LIVE_CONF=$E2E_DIR/etc/live.toml
+    printf 'cache = false\n' >"$LIVE_CONF"
+    chmod 644 "$LOAD_CONF" "$LIVE_CONF"
     # slurmd's init writes the cache: in plugstack.conf before it starts.
     set_plugstack "config=$LOAD_CONF"
 }
@@ -203,6 +210,92 @@ c_load_concurrent() {
     ((bad == 0)) || return 1
     node_idle && flat "load: after $CONCURRENT concurrent sruns"
 }
+
+# step_side SRUN-ARGS...: runs FPROBE in one task; STEP_HWM, STEP_RSS, STEP_FDS are its
+# slurmstepd's (the task's parent) peak RSS, RSS (kB) and open descriptors, once the plugin's
+# user_init and task_init are done; STEP_LINKS what those descriptors are.
+step_side() {
+    run srun -n 1 "$@" "$FPROBE"
+    expect_rc 0 || return 1
+    [[ $OUT =~ ^comm=slurmstepd\ hwm=([0-9]+)\ rss=([0-9]+)\ fds=([0-9]+)\ links=(.*)$ ]] ||
+        { echo "the task's parent is not a slurmstepd"; show; return 1; }
+    STEP_HWM=${BASH_REMATCH[1]} STEP_RSS=${BASH_REMATCH[2]} STEP_FDS=${BASH_REMATCH[3]} STEP_LINKS=${BASH_REMATCH[4]}
+}
+
+c_load_step_footprint() {
+    # The plugin's side in each step: slurmstepd's peak RSS and open descriptors with a mapping
+    # from the cache, with live discovery in the step, and without the plugin's work (no spec).
+    # Peak RSS: the most of 5 steps. Descriptors: the fewest (slurmstepd opens some for a moment,
+    # for I/O and messages; one the plugin kept would be open in every step).
+    local kind i hwm fds max_hwm min_fds line="load: slurmstepd peak RSS (VmHWM, most of 5 steps) / open fds (fewest):"
+    declare -A HWM FDS LINKS
+    for kind in unmapped cache live; do
+        max_hwm=0 min_fds=100000
+        for ((i = 0; i < 5; i++)); do
+            case $kind in
+                unmapped) set_plugstack "config=$LOAD_CONF"; step_side ;;
+                cache) set_plugstack "config=$LOAD_CONF"; step_side --map-by-device="$LIVE_TARGET" ;;
+                live) set_plugstack "config=$LIVE_CONF"; step_side --map-by-device="$LIVE_TARGET" ;;
+            esac || { echo "($kind)"; return 1; }
+            hwm=$STEP_HWM fds=$STEP_FDS
+            ((hwm > max_hwm)) && max_hwm=$hwm
+            ((fds < min_fds)) && min_fds=$fds LINKS[$kind]=$STEP_LINKS
+        done
+        HWM[$kind]=$max_hwm FDS[$kind]=$min_fds
+        line+=" $kind ${max_hwm} kB / ${min_fds} fds,"
+    done
+    set_plugstack "config=$LOAD_CONF"
+    FIGURES+=("${line%,}")
+    echo "${FIGURES[-1]}"
+    local ok=0
+    # The mapping costs little memory in the step (the engine, one plan), and keeps no descriptor.
+    for kind in cache live; do
+        ((HWM[$kind] - HWM[unmapped] < STEP_HWM_SLACK_KB)) ||
+            { echo "a $kind-mapped step's slurmstepd peaks $((HWM[$kind] - HWM[unmapped])) kB above an unmapped one"; ok=1; }
+        ((FDS[$kind] == FDS[unmapped])) || {
+            echo "a $kind-mapped step's slurmstepd has ${FDS[$kind]} descriptors open, an unmapped one ${FDS[unmapped]}"
+            echo "  $kind: ${LINKS[$kind]}"
+            echo "  unmapped: ${LINKS[unmapped]}"
+            ok=1
+        }
+    done
+    node_idle || ok=1
+    return $ok
+}
+STEP_HWM_SLACK_KB=16384
+
+c_load_live_discovery() {
+    # Live discovery in every step (cache = false): the forked, bounded discovery under load.
+    set_plugstack "config=$LIVE_CONF"
+    mark_footprint
+    log_mark
+    local i t0=$SECONDS bad=0 n=$LIVE_STEPS dir=$E2E_DIR/work/live pids=()
+    for ((i = 1; i <= n; i++)); do
+        hprobe -n 1 --map-by-device="$LIVE_TARGET"
+        expect_rc 0 && expect_live 1 || bad=$((bad + 1))
+        ((bad < 3)) || { echo "stopping after $i steps"; break; }
+    done
+    rm -rf "$dir" && mkdir -p "$dir"
+    for ((i = 0; i < LIVE_CONCURRENT; i++)); do
+        (srun -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE" >"$dir/$i.out" 2>"$dir/$i.err"; echo $? >"$dir/$i.rc") &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    for ((i = 0; i < LIVE_CONCURRENT; i++)); do
+        RC=$(<"$dir/$i.rc") OUT=$(<"$dir/$i.out") ERR=$(<"$dir/$i.err")
+        expect_rc 0 && expect_live 1 || { echo "(concurrent srun $i)"; bad=$((bad + 1)); }
+    done
+    local took=$((SECONDS - t0)) live
+    live=$(tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep -c "live discovery (cache = false)")
+    FIGURES+=("load: $n consecutive and $LIVE_CONCURRENT concurrent steps with live discovery (cache = false) in $took s, $bad failed, $live discovered live")
+    echo "${FIGURES[-1]}"
+    set_plugstack "config=$LOAD_CONF"
+    ((bad == 0)) || return 1
+    ((live == n + LIVE_CONCURRENT)) || { echo "$live of $((n + LIVE_CONCURRENT)) steps said they discovered the node live"; return 1; }
+    node_idle && flat "load: after $((n + LIVE_CONCURRENT)) live-discovery steps"
+}
+LIVE_STEPS=20
+LIVE_CONCURRENT=4
 
 # --- Cases: hostile job users (as nobody) ------------------------------------------------------
 
@@ -503,6 +596,36 @@ c_fault_devices_vanish() {
     return $ok
 }
 
+c_fault_driver_file_vanished() {
+    # topology= still lists both GPUs; the second one's NVIDIA driver file is gone (the GPU
+    # was unplugged): a job asking for it is refused naming the file, one task still maps,
+    # the admin's default runs unmapped, and the file back makes it whole.
+    local proc=$E2E_DIR/unplug-proc conf=$E2E_DIR/etc/unplug.toml gone ok=0
+    rm -rf "$proc" && cp -r "$E2E_ROOT/topologies/drivers/nvidia/proc" "$proc" || return 1
+    gone=$proc/driver/nvidia/gpus/0000:65:00.0/information
+    printf 'proc_root = "%s"\n' "$proc" >"$conf" && chmod 644 "$conf"
+    set_plugstack "topology=$FIX_DRM config=$conf"
+    probe -n 2 --map-by-device=gpu
+    expect_rc 0 && expect_out "$GPU_LINES" || return 1
+    mv "$gone" "$gone.away"
+    probe -n 2 --map-by-device=gpu
+    expect_rc 1 && one_line_error "its driver file $gone is gone (the driver is not loaded, or the GPU was removed since the topology was taken" || ok=1
+    probe -n 1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" - -)" || ok=1
+    set_plugstack "topology=$FIX_DRM config=$conf default=gpu"
+    log_mark
+    probe -n 2
+    expect_rc 0 && expect_out "$UNMAPPED_LINES" && log_has "its driver file $gone is gone" || ok=1
+    mv "$gone.away" "$gone"
+    set_plugstack "topology=$FIX_DRM config=$conf"
+    probe -n 2 --map-by-device=gpu
+    expect_rc 0 && expect_out "$GPU_LINES" || ok=1
+    set_plugstack "config=$LOAD_CONF"
+    rm -rf "$proc"
+    node_idle || ok=1
+    return $ok
+}
+
 c_fault_gres_gpu_vanished() {
     # Slurm still hands out two GPUs (gres.conf), the topology now has one.
     local topo=$E2E_TOPO/unplug-gres.xml ok=0
@@ -537,7 +660,7 @@ panic_seen() {
     local said
     said=$(grep -m1 -F "forced panic" <<<"$ERR" | sed 's/.*map-by-device: /map-by-device: /')
     [[ -n $said ]] || said="(terminal: $(grep -m1 -v '^$' <<<"$ERR"); slurmd.log has the message)"
-    FIGURES+=("panic in $1: srun exit $RC; $said")
+    FIGURES+=("panic in $1: exit $RC; $said")
 }
 
 # after_panic: the node is idle and an ordinary mapped step works with no panic asked for.
@@ -570,9 +693,33 @@ c_panic_srun_hooks() {
     after_panic
 }
 
+c_panic_allocator_hooks() {
+    # sbatch and salloc run init and init_post_opt in the allocator context.
+    local point cmd hook before
+    for point in init@allocator init_post_opt@allocator; do
+        hook=${point%@*}
+        for cmd in sbatch salloc; do
+            panic_at "$point"
+            log_mark
+            before=$(job_count)
+            if [[ $cmd == sbatch ]]; then
+                run sbatch -n 1 --map-by-device=gpu --wrap true
+            else
+                run salloc -n 1 --map-by-device=gpu true
+            fi
+            expect_fail && no_abort &&
+                one_line_error "map-by-device: internal error in $hook: test-hooks: forced panic in $hook (allocator)" ||
+                { echo "($cmd, $point)"; return 1; }
+            [[ $(job_count) == "$before" ]] || { echo "($cmd, $point) a job was created"; return 1; }
+            panic_seen "$point ($cmd)"
+        done
+    done
+    after_panic
+}
+
 c_panic_step_hooks() {
     local point
-    for point in init@remote user_init@remote task_init@remote option@remote; do
+    for point in init@remote init_post_opt@remote user_init@remote task_init@remote option@remote; do
         panic_at "$point"
         log_mark
         probe -n 2 --map-by-device=gpu
@@ -619,6 +766,8 @@ c_panic_slurmd_hooks() {
 LOAD_CASES=(
     "load: consecutive mapped steps, footprint flat|c_load_consecutive"
     "load: 20 concurrent sruns (mapped, unmapped, refused), footprint flat|c_load_concurrent"
+    "load: the plugin's side in a step: slurmstepd's peak RSS and descriptors, mapped or not|c_load_step_footprint"
+    "load: 20 consecutive and 4 concurrent steps with live discovery, nothing left behind|c_load_live_discovery"
 )
 
 HOSTILE_CASES=(
@@ -634,6 +783,7 @@ FAULT_CASES=(
     "fault: the cache truncated, replaced or unreadable between steps: live discovery, said in slurmd.log|c_fault_cache_spoiled"
     "fault: topology= removed after slurmd started: the request refused, the default unmapped, then back|c_fault_topology_removed"
     "fault: devices vanish from topology= or from the cache: refused or unmapped as documented|c_fault_devices_vanish"
+    "fault: topology= lists a GPU whose driver file is gone (unplugged): refused naming the file, unmapped default|c_fault_driver_file_vanished"
 )
 
 FAULT_GRES_CASES=(
@@ -642,7 +792,8 @@ FAULT_GRES_CASES=(
 
 PANIC_CASES=(
     "panic: in srun's option callback, init, init_post_opt (and sbatch's callback): error, no abort|c_panic_srun_hooks"
-    "panic: in slurmstepd's init, user_init, task_init, option callback: error, no abort|c_panic_step_hooks"
+    "panic: in sbatch's and salloc's init and init_post_opt: error, no abort, no job|c_panic_allocator_hooks"
+    "panic: in slurmstepd's init, init_post_opt, user_init, task_init, option callback: error, no abort|c_panic_step_hooks"
     "panic: in slurmd's init and slurmd_exit: logged, slurmd starts and stops normally|c_panic_slurmd_hooks"
 )
 
@@ -670,6 +821,15 @@ done
 echo "$out"
 EOF
     chmod 755 "$HPROBE"
+    # The task's parent is its step's slurmstepd: its name, peak RSS, RSS and descriptors.
+    FPROBE=$E2E_DIR/work/fprobe.sh
+    cat >"$FPROBE" <<'EOF'
+#!/bin/bash
+s=/proc/$PPID/status
+links=$(find /proc/$PPID/fd -mindepth 1 -maxdepth 1 -printf '%l\n' | sed 's/[0-9]\{2,\}/N/g' | sort | tr '\n' ' ')
+echo "comm=$(cat /proc/$PPID/comm) hwm=$(awk '/^VmHWM:/ {print $2}' $s) rss=$(awk '/^VmRSS:/ {print $2}' $s) fds=$(find /proc/$PPID/fd -mindepth 1 -maxdepth 1 | wc -l) links=$links"
+EOF
+    chmod 755 "$FPROBE"
     # What live discovery maps here: the first class this machine has one device of.
     LIVE_TARGET=""
     local t

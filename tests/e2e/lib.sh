@@ -27,7 +27,7 @@ E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # running (a minbase root has none, and a check that cannot look would pass without looking).
 # (tests/browser/run.sh adds chromium for the pictures' browser test.)
 E2E_PACKAGES=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev libclang-dev libhwloc-dev
-    libhwloc-plugins libudev-dev pkg-config build-essential ca-certificates jq hostname python3 procps)
+    libhwloc-plugins libudev-dev pkg-config build-essential ca-certificates jq hostname python3 procps hwloc-nox)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""
@@ -159,7 +159,8 @@ set_plugstack_empty() {
 
 # slurm.conf (and cgroup.conf, gres.conf) for MODE: "affinity" (task/affinity, 8 CPUs declared
 # on the real 2, as in the facts notes; E2E_DECLARED_CPUS changes the 8), "affinity-real"
-# (task/affinity, the real CPU count), "cgroup" (task/cgroup with ConstrainCores on cgroup v1,
+# (task/affinity, the real CPU count), "affinity-gres-types" (the same, with GresTypes=gpu for
+# the cluster but no GPU GRES on the node), "cgroup" (task/cgroup with ConstrainCores on cgroup v1,
 # the real CPU count) or "gres" (as cgroup, plus two fake GPUs as GRES: gres.conf names
 # /dev/null and /dev/zero, which Slurm numbers 0 and 1 in that order; E2E_GRES_FILES, a
 # space-separated list of device files in the order Slurm is to number them, gives others).
@@ -176,10 +177,11 @@ e2e_write_slurm_conf() {
             gres_types="GresTypes=gpu"
             node_line+=" Gres=gpu:${#gres_files[@]}"
         fi
-    elif [[ $mode == affinity-real ]]; then
+    elif [[ $mode == affinity-real || $mode == affinity-gres-types ]]; then
         task="task/affinity"
         proctrack="proctrack/linuxproc"
         node_line="NodeName=$E2E_NODE NodeAddr=127.0.0.1 CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000"
+        [[ $mode == affinity-gres-types ]] && gres_types="GresTypes=gpu"
     else
         task="task/affinity"
         proctrack="proctrack/linuxproc"
@@ -234,6 +236,8 @@ EOF
     for f in "${gres_files[@]}"; do
         echo "NodeName=$E2E_NODE Name=gpu File=$f"
     done >"$E2E_DIR/etc/gres.conf"
+    # GresTypes=gpu for the cluster, but no GPU GRES on this node (a CPU node of a GPU cluster).
+    [[ $mode == affinity-gres-types ]] && : >"$E2E_DIR/etc/gres.conf"
     chmod 644 "$E2E_DIR/etc/slurm.conf" "$E2E_DIR/etc/cgroup.conf" "$E2E_DIR/etc/gres.conf"
 }
 

@@ -11,7 +11,8 @@
 # with the real layout; task/cgroup with ConstrainCores (cgroup v1; skipped with a note where
 # v1 is not mounted); the same with two fake GPUs as GRES (gres.conf File=/dev/null and
 # /dev/zero) and GPU identities from NVIDIA driver files (topologies/drivers/nvidia/proc);
-# and live discovery with slurmd's topology cache.
+# task/affinity with GresTypes=gpu but no GPU GRES on the node; live discovery with slurmd's
+# topology cache; and hostile local users (security:, some with a test-hooks build).
 # Topologies: topologies/e2e-2gpu.xml (two packages, one core, one GPU and one HCA each),
 # its GPU-without-identity twin e2e-2gpu-drm.xml, and tests/e2e/fixtures/e2e-snc-2gpu.xml
 # (one package, a device per core: bind=package is above the devices' locality).
@@ -491,6 +492,49 @@ gres_probe() {
     OUT=$(sort <<<"$OUT")
 }
 
+# user_step_gpus_probe VALUE SRUN-ARGS...: the GRES probe as nobody, who exports SLURM_STEP_GPUS=VALUE.
+user_step_gpus_probe() {
+    local value=$1
+    shift
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" SLURM_STEP_GPUS="$value" srun --chdir=/tmp "$@" "$GPROBE"
+    OUT=$(sort <<<"$OUT")
+}
+
+c_gres_user_step_gpus() {
+    # The job's user exports SLURM_STEP_GPUS=1 (the second GPU). Slurm's gres/gpu runs in
+    # every step of a GRES node and replaces or removes it: the plugin maps only what Slurm
+    # allocated. (Were the user's value read, the task would get GPU 1.)
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    # No --gres: Slurm removes it; the step has no GPUs of its own, the node's are used.
+    user_step_gpus_probe 1 -n 1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(gline 0 0 0 - "${GRES_UUID[0]}")" || return 1
+    # ... which require_step_gpus turns into a refusal: the plugin saw no SLURM_STEP_GPUS.
+    local conf=$E2E_DIR/etc/gres-require-user.toml
+    { cat "$GRES_CONF"; echo "require_step_gpus = true"; } >"$conf"
+    chmod 644 "$conf"
+    set_plugstack "topology=$FIX_DRM config=$conf"
+    user_step_gpus_probe 1 -n 1 --map-by-device=gpu
+    expect_rc 1 && expect_err "(Slurm set no SLURM_STEP_GPUS)" || return 1
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    # A different --gres: Slurm gives GPU 0 and says so; the user's 1, 0-1, 4096 are gone.
+    local v
+    for v in 1 0-1 4096; do
+        user_step_gpus_probe "$v" -n 1 --gres=gpu:1 --map-by-device=gpu
+        expect_rc 0 && expect_out "$(gline 0 0 0 0 "${GRES_UUID[0]}")" || { echo "(user's SLURM_STEP_GPUS=$v)"; return 1; }
+    done
+}
+
+c_gres_types_user_step_gpus() {
+    # GresTypes=gpu for the cluster, but this node has no GPU GRES: gres/gpu is loaded in the
+    # step all the same, and it removes the user's SLURM_STEP_GPUS (the plugin trusts the
+    # variable wherever gres_gpu.so is loaded, so this must hold on a node without GPUs too).
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    user_step_gpus_probe 1 -n 1 --map-by-device=gpu
+    expect_rc 0 || return 1
+    [[ $OUT == "task=0 cpus=0 step="*" SLURM_STEP_GPUS=- CUDA_VISIBLE_DEVICES=${GRES_UUID[0]}" ]] ||
+        { echo "expected SLURM_STEP_GPUS removed by Slurm and GPU 0 mapped"; show; return 1; }
+}
+
 c_gres_partial_step() {
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
     # One CPU and one GPU of the node's two: bound to that GPU's CPU, which the step holds,
@@ -852,16 +896,32 @@ PY
     (($(cat "$FAKE_X_LOG.ready") > 0)) || { echo "no X display socket was free for the fake server"; return 1; }
 }
 
+# fake_x_connections: how many connections the fake X server has accepted so far.
+fake_x_connections() {
+    if [[ -f $FAKE_X_LOG ]]; then wc -l <"$FAKE_X_LOG"; else echo 0; fi
+}
+
+# fake_x_stop: the plugin's discovery never connected; then the positive control (hwloc with
+# its gl component, lstopo as nobody, does connect: the impostor is one hwloc would talk to);
+# then the server stops.
 fake_x_stop() {
+    local n ok=0 pid
+    n=$(fake_x_connections)
+    ((n == 0)) || { echo "hwloc connected $n times to the fake X server"; ok=1; }
+    # setpriv execs lstopo itself, so $! is the process to kill when it hangs in XOpenDisplay.
+    setpriv --reuid=nobody --regid=nogroup --clear-groups lstopo-no-graphics --of xml - >/dev/null 2>&1 &
+    pid=$!
+    e2e_wait_for "((\$(fake_x_connections) > n))" 20 ||
+        { echo "control: lstopo-no-graphics (hwloc with gl) never connected to the fake X server"; ok=1; }
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
     kill "$FAKE_X_PID" 2>/dev/null
     wait "$FAKE_X_PID" 2>/dev/null
-    local n=0
-    [[ -f $FAKE_X_LOG ]] && n=$(wc -l <"$FAKE_X_LOG")
-    ((n == 0)) || { echo "hwloc connected $n times to the fake X server"; return 1; }
+    return $ok
 }
 
 c_sec_fake_x_slurmd() {
-    has_gl || return 0
+    has_gl c_sec_fake_x_slurmd || return 0
     fake_x_start || return 1
     set_plugstack "config=$SEC_CONF"
     e2e_slurmd_stop
@@ -876,7 +936,7 @@ c_sec_fake_x_slurmd() {
 }
 
 c_sec_fake_x_step() {
-    has_gl || return 0
+    has_gl c_sec_fake_x_step || return 0
     fake_x_start || return 1
     set_plugstack "config=$SEC_NOCACHE_CONF"
     local t0=$SECONDS
@@ -890,12 +950,64 @@ c_sec_fake_x_step() {
     node_idle
 }
 
-# has_gl: hwloc's gl component is installed (libhwloc-plugins); without it the impostor has
-# nothing to talk to and the case proves nothing.
+# has_gl CASE: hwloc's gl component is installed (libhwloc-plugins) and lstopo-no-graphics
+# (hwloc-nox) runs the control; without them the case proves nothing and says it skipped.
 has_gl() {
-    compgen -G "/usr/lib/*/hwloc/hwloc_gl.so" >/dev/null && return 0
-    NOTES+=("fake X server cases skipped: no hwloc gl component (libhwloc-plugins) here")
+    if ! compgen -G "/usr/lib/*/hwloc/hwloc_gl.so" >/dev/null; then
+        SKIPS+=("$1: no hwloc gl component (hwloc_gl.so, libhwloc-plugins) here")
+        return 1
+    fi
+    command -v lstopo-no-graphics >/dev/null && return 0
+    SKIPS+=("$1: no lstopo-no-graphics (hwloc-nox) for the positive control")
     return 1
+}
+
+c_sec_discovery_deadline() {
+    # A discovery that never ends (the test build waits inside live discovery's child for a
+    # file that never comes) is cut at discovery_timeout: slurmd starts promptly without a
+    # cache, a live-discovery step ends promptly with one line, the admin's default is dropped.
+    [[ -n ${HOOKS_PLUGIN:-} ]] || { echo "no test-hooks build of the plugin"; return 1; }
+    local conf=$E2E_DIR/etc/deadline.toml nocache=$E2E_DIR/etc/deadline-nocache.toml
+    local go=$E2E_DIR/work/deadline-go cache=$E2E_DIR/deadline-cache ok=0 t0 took
+    printf 'cache_dir = "%s"\ndiscovery_timeout = 2\n' "$cache" >"$conf"
+    printf 'cache = false\ndiscovery_timeout = 2\n' >"$nocache"
+    chmod 644 "$conf" "$nocache"
+    rm -f "$go" "$go.reached"
+    set_plugstack "config=$conf"
+    e2e_slurmd_stop
+    e2e_install_plugin "$HOOKS_PLUGIN"
+    log_mark
+    t0=$SECONDS
+    MBD_TEST_PAUSE_AT=live-discovery MBD_TEST_PAUSE_FILE=$go e2e_slurmd_start || ok=1
+    took=$((SECONDS - t0))
+    echo "slurmd started in $took s with a discovery that never ends"
+    [[ -e $go.reached ]] || { echo "the test build never paused in discovery"; ok=1; }
+    log_has "no topology cache, every step will discover the node: discovering this machine with hwloc failed: it did not finish within 2 s (killed)" || ok=1
+    ((took < 20)) || { echo "slurmd took too long to start"; ok=1; }
+    [[ ! -e $cache/topology.json ]] || { echo "slurmd wrote a cache anyway"; ok=1; }
+    # A step with live discovery: the job's request fails in one line, promptly.
+    set_plugstack "config=$nocache"
+    rm -f "$go.reached"
+    t0=$SECONDS
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" timeout 120 srun --chdir=/tmp -n 1 --map-by-device=network true
+    took=$((SECONDS - t0))
+    echo "the live-discovery step ended in $took s (exit $RC)"
+    [[ -e $go.reached ]] || { echo "the step's discovery never paused"; ok=1; }
+    expect_rc 1 && expect_err "map-by-device: discovering this machine with hwloc failed: it did not finish within 2 s (killed)" || ok=1
+    (($(grep -c "did not finish within" <<<"$ERR") == 1)) || { echo "expected the message once"; show; ok=1; }
+    ((took < 20)) || { echo "the step took too long"; ok=1; }
+    # The admin's default: the task runs unmapped, slurmd.log says why.
+    set_plugstack "config=$nocache default=network"
+    log_mark
+    probe -n 1
+    [[ $RC == 0 && $OUT == "task=0 cpus="*" CUDA_VISIBLE_DEVICES=- NCCL_IB_HCA=- UCX_NET_DEVICES=-" ]] ||
+        { echo "the admin's default did not run unmapped"; show; ok=1; }
+    log_has "did not finish within 2 s (killed)" || ok=1
+    e2e_slurmd_stop
+    e2e_install_plugin "$E2E_PLUGIN_BUILT"
+    set_plugstack "config=$SEC_CONF"
+    e2e_slurmd_start || return 1
+    return $ok
 }
 
 c_sec_cache_symlink() {
@@ -952,7 +1064,12 @@ c_sec_cache_race() {
         echo "the test build never paused"
         ok=1
     fi
+    # slurmd_exit: it removes its own cache, never the file the swapped path now leads to.
+    echo precious >"$race/victim/topology.json" && chmod 644 "$race/victim/topology.json"
     e2e_slurmd_stop
+    [[ $(cat "$race/victim/topology.json") == precious && $(stat -c '%U %a' "$race/victim/topology.json") == "root 644" ]] ||
+        { echo "slurmd_exit touched the symlink's target: $(ls -la "$race/victim")"; ok=1; }
+    [[ ! -e $race/moved/topology.json ]] || { echo "slurmd_exit left its own cache behind"; ok=1; }
     e2e_install_plugin "$E2E_PLUGIN_BUILT"
     set_plugstack "config=$SEC_CONF"
     e2e_slurmd_start || return 1
@@ -1110,6 +1227,12 @@ GRES_CASES=(
     "gres: MIG instances (Slurm 26.05's MIG-<uuid>) are refused, never replaced; Slurm's value stays|c_gres_mig"
     "gres: env_uuid (Slurm names the step's GPUs by UUID) maps, and must agree with SLURM_STEP_GPUS|c_gres_env_uuid"
     "gres: a step without GPUs: all GPUs, or refused with require_step_gpus|c_gres_no_gpus_requested"
+    "gres: a user's own SLURM_STEP_GPUS (no --gres, another --gres) is Slurm's to replace: only the allocation is mapped|c_gres_user_step_gpus"
+)
+
+# task/affinity, GresTypes=gpu for the cluster, no GPU GRES on the node.
+GRES_TYPES_CASES=(
+    "gres types only: a user's own SLURM_STEP_GPUS on a node without GPU GRES is removed by Slurm|c_gres_types_user_step_gpus"
 )
 
 # The same with four fake GPUs (gres.conf: /dev/full, /dev/null, /dev/random, /dev/zero =
@@ -1131,8 +1254,9 @@ CACHE_CASES=(
 SECURITY_CASES=(
     "security: slurmd starts at once while a fake X server never answers|c_sec_fake_x_slurmd"
     "security: a live-discovery step ends at once while a fake X server never answers|c_sec_fake_x_step"
+    "security: a discovery that never ends is cut at discovery_timeout: slurmd starts, the step fails in one line|c_sec_discovery_deadline"
     "security: cache_dir through a user's symlink is refused, its target untouched|c_sec_cache_symlink"
-    "security: cache_dir swapped for a symlink after the check: slurmd stays in the directory it opened|c_sec_cache_race"
+    "security: cache_dir swapped for a symlink after the check: slurmd (start and exit) stays in the directory it opened|c_sec_cache_race"
     "security: a 120 kB SLURM_STEP_GPUS from the job is ignored at once|c_sec_step_gpus_long"
     "security: a stale cache locked by a user is not trusted|c_sec_stale_cache_user_lock"
     "security: a newline in an XML UUID refuses the GPU and never reaches the terminal|c_sec_crafted_xml"
@@ -1193,6 +1317,7 @@ EOF
     else
         SKIPS+=("task/cgroup and GRES cases: no cgroup v1 cpuset/freezer hierarchy mounted here")
     fi
+    run_phase affinity-gres-types - "${GRES_TYPES_CASES[@]}"
     run_phase affinity-real cache_setup "${CACHE_CASES[@]}"
     run_phase affinity-real security_setup "${SECURITY_CASES[@]}"
     NOTES+=("e2e took $((SECONDS - t0)) s")

@@ -90,6 +90,15 @@ installed=1
 check "installed" dpkg-query -W map-by-device
 check "the plugin is in Slurm's plugin directory" test -f "$plugin"
 check "the tool is on PATH" test "$(command -v map-by-device)" = /usr/bin/map-by-device
+# The test-hooks feature (forced panics, pauses) is for the e2e suites' own builds: the package's
+# plugin and tool hold none of its code. Markers: the environment variables only that code reads,
+# and its panic text; the first check keeps them honest (the hook code still names them).
+hook_markers=(MBD_TEST_PANIC_FILE MBD_TEST_PAUSE_AT "test-hooks: forced panic")
+check "the test-hook markers are still the names src/test_hooks.rs uses" \
+    bash -c 'for m in "$@"; do grep -qF -- "$m" "'"$repo"'/src/test_hooks.rs" || exit 1; done' _ "${hook_markers[@]}"
+check "the packaged plugin and tool contain no test-hook code" \
+    bash -c 'for m in "${@:3}"; do ! grep -qaF -- "$m" "$1" "$2" || { echo "found $m"; exit 1; }; done' \
+    _ "$plugin" /usr/bin/map-by-device "${hook_markers[@]}"
 check "the snippet is installed, all comments" \
     bash -c "test -f $snippet && ! grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*\$' $snippet"
 check "the snippet's line names the installed plugin" grep -qx "#required $plugin" "$snippet"
