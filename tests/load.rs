@@ -357,9 +357,10 @@ fn garbage_xml_is_rejected_with_its_name() {
     assert!(msg.contains(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
 }
 
-/// Found by the XML fuzz target: hwloc 2.9 dereferences NULL when an object lacks its
+/// Found by the XML fuzz target: hwloc 2.9 and 2.12 dereference NULL when an object lacks its
 /// `complete_cpuset` (`lstopo -i` crashes on this file too). Loaded from a file, the crash
 /// stays in a child process and comes back as an error naming the file; this process lives.
+/// hwloc 2.15 refuses the file itself: then it is a plain rejection, naming the file.
 #[test]
 fn xml_that_crashes_hwloc_is_an_error_not_a_crash() {
     let xml =
@@ -370,10 +371,14 @@ fn xml_that_crashes_hwloc_is_an_error_not_a_crash() {
     std::fs::write(&path, xml.replace(good, &good.replace("complete_cpuset", "bomplete_cpuset"))).unwrap();
     let err = load::from_xml_file(&path).unwrap_err();
     std::fs::remove_file(&path).unwrap();
-    assert!(matches!(err, LoadError::XmlCrashed { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains(&path.display().to_string()) && msg.contains("killed by signal 11"), "{msg}");
-    assert!(!msg.contains('\n'), "{msg}");
+    assert!(msg.contains(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
+    match err {
+        LoadError::XmlCrashed { .. } => assert!(msg.contains("killed by signal 11"), "{msg}"),
+        // hwloc 2.15 (Debian sid) checks the attribute and refuses the file instead.
+        LoadError::XmlRejected { .. } if hwloc_version() >= (2, 15) => {}
+        other => panic!("hwloc {:?} should crash on this file (2.9, 2.12) in the child: {other:?}", hwloc_version()),
+    }
 }
 
 /// The linked hwloc's version, as pkg-config reports it (the same library the tests link).
