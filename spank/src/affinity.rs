@@ -84,15 +84,20 @@ fn to_words(cpus: &CpuSet) -> Vec<u64> {
 /// which only the job's cpuset limits, and the step's CPUs are those of the sibling
 /// `.../step_<id>/user`, where the tasks go (Slurm's `cgroup_v2.c`): that one is read.
 pub fn cgroup_cpus() -> Option<(PathBuf, CpuSet)> {
+    use std::io::BufRead;
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    cgroup_cpus_from(&cgroups, &mountinfo, |p| std::fs::read_to_string(p).ok())
+    // Read a line at a time and stop at the cgroup mount: the kernel writes mountinfo as it
+    // is read, and the whole of it (every mount of the node) costs more than the rest of a
+    // step's planning from the cache.
+    let mountinfo = std::io::BufReader::with_capacity(1024, std::fs::File::open("/proc/self/mountinfo").ok()?);
+    cgroup_cpus_from(&cgroups, mountinfo.lines().map_while(Result::ok), |p| std::fs::read_to_string(p).ok())
 }
 
-/// [`cgroup_cpus`] on given file contents (testable).
-fn cgroup_cpus_from(
+/// [`cgroup_cpus`] on given file contents (testable): `mountinfo` is its lines, read only up
+/// to the mount found.
+fn cgroup_cpus_from<L: AsRef<str>>(
     cgroups: &str,
-    mountinfo: &str,
+    mountinfo: impl IntoIterator<Item = L>,
     read: impl Fn(&Path) -> Option<String>,
 ) -> Option<(PathBuf, CpuSet)> {
     // /proc/self/cgroup lines: "ID:CONTROLLERS:PATH"; v1 cpuset has "cpuset" among the
@@ -112,7 +117,8 @@ fn cgroup_cpus_from(
     }
     // mountinfo fields: ... 4:root 5:mountpoint ... " - " fstype source superopts.
     let mount = |want_v1: bool| -> Option<(String, String)> {
-        mountinfo.lines().find_map(|line| {
+        mountinfo.into_iter().find_map(|line| {
+            let line = line.as_ref();
             let (left, right) = line.split_once(" - ")?;
             let fields: Vec<&str> = left.split(' ').collect();
             let right: Vec<&str> = right.split(' ').collect();
@@ -190,7 +196,7 @@ mod tests {
     #[test]
     fn v1_cpuset_of_a_slurm_step() {
         let cg = "9:cpuset:/slurm_node1/uid_0/job_7/step_0\n0::/\n";
-        let got = cgroup_cpus_from(cg, MOUNTINFO_V1, |p| {
+        let got = cgroup_cpus_from(cg, MOUNTINFO_V1.lines(), |p| {
             (p == Path::new("/sys/fs/cgroup/cpuset/slurm_node1/uid_0/job_7/step_0/cpuset.cpus")).then(|| "1\n".into())
         });
         let (dir, cpus) = got.unwrap();
@@ -201,7 +207,7 @@ mod tests {
     #[test]
     fn v2_unified() {
         let mi = "40 1 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
-        let got = cgroup_cpus_from("0::/system.slice/slurmstepd.scope/job_3/step_0\n", mi, |p| {
+        let got = cgroup_cpus_from("0::/system.slice/slurmstepd.scope/job_3/step_0\n", mi.lines(), |p| {
             p.ends_with("job_3/step_0/cpuset.cpus.effective").then(|| "0-3\n".into())
         });
         assert_eq!(got.unwrap().1.to_list(), "0-3");
@@ -211,7 +217,7 @@ mod tests {
     fn v2_slurmstepd_reads_the_steps_user_cgroup() {
         let mi = "40 1 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
         let cg = "0::/system.slice/node1_slurmstepd.scope/job_3/step_0/slurm\n";
-        let got = cgroup_cpus_from(cg, mi, |p| {
+        let got = cgroup_cpus_from(cg, mi.lines(), |p| {
             if p == Path::new(
                 "/sys/fs/cgroup/system.slice/node1_slurmstepd.scope/job_3/step_0/user/cpuset.cpus.effective",
             ) {
@@ -231,7 +237,7 @@ mod tests {
 
     #[test]
     fn no_cpuset_controller_is_none() {
-        assert!(cgroup_cpus_from("5:memory:/x\n", MOUNTINFO_V1, |_| Some("0".into())).is_none());
+        assert!(cgroup_cpus_from("5:memory:/x\n", MOUNTINFO_V1.lines(), |_| Some("0".into())).is_none());
     }
 
     #[test]
