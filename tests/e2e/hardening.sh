@@ -821,10 +821,14 @@ done
 echo "$out"
 EOF
     chmod 755 "$HPROBE"
-    # The task's parent is its step's slurmstepd: its name, peak RSS, RSS and descriptors.
+    # The task's parent is its step's slurmstepd: its name, peak RSS, RSS and descriptors,
+    # read once slurmstepd has settled: while it launches the task it holds pipes and sockets
+    # for a moment, more of them the sooner the task starts (an unmapped step's task starts
+    # first), which on a loaded machine made an unmapped step look like it had 2 more.
     FPROBE=$E2E_DIR/work/fprobe.sh
     cat >"$FPROBE" <<'EOF'
 #!/bin/bash
+sleep 0.3
 s=/proc/$PPID/status
 links=$(find /proc/$PPID/fd -mindepth 1 -maxdepth 1 -printf '%l\n' | sed 's/[0-9]\{2,\}/N/g' | sort | tr '\n' ' ')
 echo "comm=$(cat /proc/$PPID/comm) hwm=$(awk '/^VmHWM:/ {print $2}' $s) rss=$(awk '/^VmRSS:/ {print $2}' $s) fds=$(find /proc/$PPID/fd -mindepth 1 -maxdepth 1 | wc -l) links=$links"
