@@ -82,11 +82,7 @@ E2E_DECLARED_CPUS=64 cluster_start affinity || { e2e_dump_logs; exit 1; }
 configure() {
     case $1 in
         empty) set_plugstack_empty; OPT=() ;;
-        trivial)
-            printf 'required %s\n' "$TRIVIAL" >"$E2E_DIR/etc/plugstack.conf.new"
-            mv -f "$E2E_DIR/etc/plugstack.conf.new" "$E2E_DIR/etc/plugstack.conf"
-            OPT=()
-            ;;
+        trivial) e2e_write_plugstack "required $TRIVIAL"; OPT=() ;;
         unused) set_plugstack ""; OPT=() ;;
         cache) set_plugstack "config=$CACHE_CONF"; OPT=(--map-by-device=network:shared:overload) ;;
         live) set_plugstack "config=$CACHE_CONF default=gpu"; OPT=() ;;
@@ -138,9 +134,9 @@ summarise() {
     local key
     for key in "${!SAMPLES[@]}"; do
         MED[$key]=$(tr ' ' '\n' <<<"${SAMPLES[$key]}" | grep . | median)
-        RMED[$key]=$(tr ' ' '\n' <<<"${RATIOS[$key]}" | grep . | median_real)
     done
-    for key in mapping.1 mapping.8; do
+    # Every setting's ratios to empty, and the mapping's (cache to unused).
+    for key in "${!RATIOS[@]}"; do
         RMED[$key]=$(tr ' ' '\n' <<<"${RATIOS[$key]}" | grep . | median_real)
     done
 }
@@ -235,10 +231,6 @@ check() {
 check "mapping from the cache at N=8, to an empty plugstack" "${RMED[cache.8]}"
 check "mapping from the cache at N=1, to the plugin loaded and unused" "${RMED[mapping.1]}"
 check "mapping from the cache at N=8, to the plugin loaded and unused" "${RMED[mapping.8]}"
-if awk "BEGIN {exit !(${RMED[cache.1]} > $CACHE_LIMIT)}"; then
-    echo "note: mapping from the cache at N=1 is ${RMED[cache.1]} of an empty plugstack (over $CACHE_LIMIT): loading the plugin alone is ${RMED[unused.1]} (the trivial plugin ${RMED[trivial.1]}), mapping adds ${RMED[mapping.1]}"
-else
-    echo "note: mapping from the cache at N=1 is ${RMED[cache.1]} of an empty plugstack (loading the plugin alone ${RMED[unused.1]}, the trivial plugin ${RMED[trivial.1]})"
-fi
+echo "note: mapping from the cache at N=1 is ${RMED[cache.1]} of an empty plugstack (bound $CACHE_LIMIT, not checked): loading the plugin alone ${RMED[unused.1]} (the trivial plugin ${RMED[trivial.1]}), the mapping ${RMED[mapping.1]} of that"
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -143,18 +143,23 @@ e2e_install_plugin() {
     cp "$1" "$E2E_PLUGIN.new" && chmod 755 "$E2E_PLUGIN.new" && mv -f "$E2E_PLUGIN.new" "$E2E_PLUGIN"
 }
 
-# The plugin's plugstack.conf line with these arguments ("required": see docs/plugin.md).
-set_plugstack() {
-    printf 'required %s %s\n' "$E2E_PLUGIN" "$*" >"$E2E_DIR/etc/plugstack.conf.new"
+# e2e_write_plugstack LINE...: plugstack.conf becomes these lines (none: an empty file), mode
+# 0644, by rename, so that a step starting meanwhile reads the old file or the new one.
+e2e_write_plugstack() {
+    : >"$E2E_DIR/etc/plugstack.conf.new"
+    (($#)) && printf '%s\n' "$@" >"$E2E_DIR/etc/plugstack.conf.new"
     chmod 644 "$E2E_DIR/etc/plugstack.conf.new"
     mv -f "$E2E_DIR/etc/plugstack.conf.new" "$E2E_DIR/etc/plugstack.conf"
 }
 
+# The plugin's plugstack.conf line with these arguments ("required": see docs/plugin.md).
+set_plugstack() {
+    e2e_write_plugstack "required $E2E_PLUGIN $*"
+}
+
 # No plugin at all.
 set_plugstack_empty() {
-    : >"$E2E_DIR/etc/plugstack.conf.new"
-    chmod 644 "$E2E_DIR/etc/plugstack.conf.new"
-    mv -f "$E2E_DIR/etc/plugstack.conf.new" "$E2E_DIR/etc/plugstack.conf"
+    e2e_write_plugstack
 }
 
 # slurm.conf (and cgroup.conf, gres.conf) for MODE: "affinity" (task/affinity, 8 CPUs declared

@@ -610,9 +610,7 @@ c_gres_one_gpu_two_tasks() {
 # in the step's environment as Slurm 26.05's gres/gpu writes them for MIG instances and for
 # gres.conf Flags=env_uuid (tests/e2e/fixtures/fake_gpu_env.c), then this plugin with ARGS.
 fake_env_plugstack() {
-    printf 'required %s %s\nrequired %s %s\n' "$FAKE_PLUGIN" "$1" "$E2E_PLUGIN" "$2" >"$E2E_DIR/etc/plugstack.conf.new"
-    chmod 644 "$E2E_DIR/etc/plugstack.conf.new"
-    mv -f "$E2E_DIR/etc/plugstack.conf.new" "$E2E_DIR/etc/plugstack.conf"
+    e2e_write_plugstack "required $FAKE_PLUGIN $1" "required $E2E_PLUGIN $2"
 }
 
 c_gres_mig() {
