@@ -357,6 +357,28 @@ fn garbage_xml_is_rejected_with_its_name() {
     assert!(msg.contains(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
 }
 
+/// Found by the XML fuzz target: hwloc imports a document whose root object is a Package
+/// (lstopo shows it as such); the loader refuses it, naming the root's type, from text and
+/// from a file (the child process) alike. The same document with its Machine loads.
+#[test]
+fn xml_whose_root_is_not_the_machine_is_rejected() {
+    let xml =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies/e2e-2gpu.xml")).unwrap();
+    assert!(load::from_xml_str(&xml).is_ok());
+    let first = xml.find(r#"type="Machine""#).expect("the fixture has a Machine");
+    let package_root = format!("{}type=\"Package\"{}", &xml[..first], &xml[first + r#"type="Machine""#.len()..]);
+    let err = load::from_xml_str(&package_root).unwrap_err();
+    assert!(matches!(err, LoadError::XmlRejected { .. }), "{err:?}");
+    let path = std::env::temp_dir().join(format!("map-by-device-package-root-{}.xml", std::process::id()));
+    std::fs::write(&path, &package_root).unwrap();
+    let err = load::from_xml_file(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, LoadError::XmlRejected { .. }), "{err:?}");
+    assert!(msg.contains("root object is a Package, not the Machine") && !msg.contains('\n'), "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+}
+
 /// Found by the XML fuzz target: hwloc 2.9 and 2.12 dereference NULL when an object lacks its
 /// `complete_cpuset` (`lstopo -i` crashes on this file too). Loaded from a file, the crash
 /// stays in a child process and comes back as an error naming the file; this process lives.
