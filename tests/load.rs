@@ -341,6 +341,17 @@ fn missing_file_names_the_path() {
     assert!(!msg.contains('\n'));
 }
 
+/// Writes `xml` to a file of this test process's own (`map-by-device-TAG-PID.xml` in the temp
+/// directory), loads it as `topology=` files are loaded (hwloc in a child process), removes it,
+/// and returns the refusal with the file's path.
+fn refusal_of_file(tag: &str, xml: &str) -> (LoadError, String) {
+    let path = std::env::temp_dir().join(format!("map-by-device-{tag}-{}.xml", std::process::id()));
+    std::fs::write(&path, xml).unwrap();
+    let err = load::from_xml_file(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    (err, path.display().to_string())
+}
+
 #[test]
 fn garbage_xml_is_rejected_with_its_name() {
     let err = load::from_xml_str("this is not XML <at all").unwrap_err();
@@ -348,13 +359,10 @@ fn garbage_xml_is_rejected_with_its_name() {
     let err = load::from_xml_str("<topology>\0</topology>").unwrap_err();
     assert!(matches!(err, LoadError::XmlRejected { .. }), "{err:?}");
 
-    let path = std::env::temp_dir().join(format!("map-by-device-garbage-{}.xml", std::process::id()));
-    std::fs::write(&path, "<?xml version=\"1.0\"?>\n<html><body>oops</body></html>\n").unwrap();
-    let err = load::from_xml_file(&path).unwrap_err();
-    std::fs::remove_file(&path).unwrap();
+    let (err, path) = refusal_of_file("garbage", "<?xml version=\"1.0\"?>\n<html><body>oops</body></html>\n");
     let msg = err.to_string();
     assert!(matches!(err, LoadError::XmlRejected { .. }), "{err:?}");
-    assert!(msg.contains(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
+    assert!(msg.contains(&path) && !msg.contains('\n'), "{msg}");
 }
 
 /// Found by the XML fuzz target: hwloc imports a document whose root object is a Package
@@ -364,17 +372,12 @@ fn garbage_xml_is_rejected_with_its_name() {
 /// child's death is then the error). The same document with its Machine loads.
 #[test]
 fn xml_whose_root_is_not_the_machine_is_rejected() {
-    let xml =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies/e2e-2gpu.xml")).unwrap();
+    let xml = std::fs::read_to_string(fixture("e2e-2gpu.xml")).unwrap();
     assert!(load::from_xml_bytes(xml.as_bytes(), "the fixture").is_ok());
-    let first = xml.find(r#"type="Machine""#).expect("the fixture has a Machine");
-    let package_root = format!("{}type=\"Package\"{}", &xml[..first], &xml[first + r#"type="Machine""#.len()..]);
-    let path = std::env::temp_dir().join(format!("map-by-device-package-root-{}.xml", std::process::id()));
-    std::fs::write(&path, &package_root).unwrap();
-    let err = load::from_xml_file(&path).unwrap_err();
-    std::fs::remove_file(&path).unwrap();
+    assert!(xml.contains(r#"type="Machine""#), "the fixture has a Machine");
+    let (err, path) = refusal_of_file("package-root", &xml.replacen(r#"type="Machine""#, r#"type="Package""#, 1));
     let msg = err.to_string();
-    assert!(msg.contains(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
+    assert!(msg.contains(&path) && !msg.contains('\n'), "{msg}");
     if cfg!(debug_assertions) {
         assert!(matches!(err, LoadError::XmlCrashed { .. }) && msg.contains("signal 6"), "{err:?}");
     } else {
@@ -389,16 +392,12 @@ fn xml_whose_root_is_not_the_machine_is_rejected() {
 /// hwloc 2.15 refuses the file itself: then it is a plain rejection, naming the file.
 #[test]
 fn xml_that_crashes_hwloc_is_an_error_not_a_crash() {
-    let xml =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies/omnipath.xml")).unwrap();
+    let xml = std::fs::read_to_string(fixture("omnipath.xml")).unwrap();
     let good = r#"<object type="L2Cache" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002""#;
     assert_eq!(xml.matches(good).count(), 1);
-    let path = std::env::temp_dir().join(format!("map-by-device-crash-{}.xml", std::process::id()));
-    std::fs::write(&path, xml.replace(good, &good.replace("complete_cpuset", "bomplete_cpuset"))).unwrap();
-    let err = load::from_xml_file(&path).unwrap_err();
-    std::fs::remove_file(&path).unwrap();
+    let (err, path) = refusal_of_file("crash", &xml.replace(good, &good.replace("complete_cpuset", "bomplete_cpuset")));
     let msg = err.to_string();
-    assert!(msg.contains(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
+    assert!(msg.contains(&path) && !msg.contains('\n'), "{msg}");
     match err {
         LoadError::XmlCrashed { .. } => assert!(msg.contains("killed by signal 11"), "{msg}"),
         // hwloc 2.15 (Debian sid) checks the attribute and refuses the file instead.
