@@ -30,7 +30,7 @@
 # so that one noisy batch on a shared machine does not decide it. Mapping from the cache
 # against an empty plugstack at N=1 is printed, and when it is over 1.03 a note says how much
 # of it is the plugin's loading (unused) rather than its mapping: at one task a step takes
-# 28-35 ms, and loading this plugin (its hwloc dependency, the Rust runtime) into srun and
+# 28-35 ms, and loading this plugin (its hwloc dependency, its own code) into srun and
 # slurmstepd costs about 0.6-1 ms of it on Slurm 24.11 and 26.05, where the trivial plugin
 # costs 0.1 ms (docs/plugin.md, "Cost"). Also printed: topology= and the added milliseconds
 # at N=1 and N=8 (the per-task cost must not grow with N). The line "bench: ratios ..." is

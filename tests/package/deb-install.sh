@@ -73,6 +73,14 @@ check "Depends on the Slurm it was built against ($slurm_deb)" \
     grep -qF "slurm-wlm-basic-plugins (>= $slurm_deb)" <<<"$depends"
 check "Depends on nothing past that Slurm release (<< $slurm_next~)" \
     grep -qF "slurm-wlm-basic-plugins (<< $slurm_next~)" <<<"$depends"
+# srun loads the plugin: what it needs beyond what srun maps costs every step (spank/build.rs).
+unpacked=$(mktemp -d)
+dpkg-deb -x "$deb" "$unpacked"
+needed=$(readelf -d "$unpacked$plugin" 2>&1 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+rm -rf "$unpacked"
+echo "deb-install: the plugin needs: $needed"
+check "the plugin carries its unwinder (no libgcc_s.so.1 for srun to load)" \
+    bash -c '[[ $1 == *libc.so.6* && $1 != *libgcc_s* ]]' _ "$needed"
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
 for f in "$plugin" /usr/bin/map-by-device "$snippet" /usr/share/man/man1/map-by-device.1.gz \
     /usr/share/man/man8/map-by-device.8.gz /usr/share/doc/map-by-device/README.md \
