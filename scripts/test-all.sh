@@ -109,8 +109,8 @@ release_line() {
 # release plugin the e2e, package and bench suites load), so that the part that needs the
 # machine's lock is short. Only a speed-up: every suite builds what it needs anyway.
 prepare() {
-    echo "== prepare: cargo test --workspace --no-run; cargo build --release -p map-by-device-spank -p map-by-device"
-    cargo test --workspace --no-run --quiet && cargo build --release --locked --quiet -p map-by-device-spank -p map-by-device
+    echo "== prepare: cargo test --workspace --no-run; cargo build --release -p map-by-device-spank -p map-by-device-discover -p map-by-device"
+    cargo test --workspace --no-run --quiet && cargo build --release --locked --quiet -p map-by-device-spank -p map-by-device-discover -p map-by-device
 }
 
 main() {

@@ -47,7 +47,57 @@ pub const LOCK_NAME: &str = "topology.lock";
 
 /// Bumped when the file's layout changes (2: the lock moved to a root-only lock file; 3: each
 /// PCI function carries its chain of PCI bridges; 4: the writer's start time).
-const FORMAT: u32 = 4;
+pub const FORMAT: u32 = 4;
+
+/// A topology as the JSON this file and the discovery library (`discover/`) carry it in.
+pub fn topology_to_json(topology: &Topology) -> Result<String, String> {
+    serde_json::to_string(topology).map_err(|e| format!("cannot write the topology as JSON: {e}"))
+}
+
+/// The topology [`topology_to_json`] wrote.
+pub fn topology_from_json(json: &str) -> Result<Topology, String> {
+    serde_json::from_str(json).map_err(|e| format!("cannot read the topology's JSON: {e}"))
+}
+
+/// The discovery library's file names, looked for in this order in the plugin's own
+/// directory: as the packages install it beside `map_by_device.so`, and as cargo names it
+/// beside `libmap_by_device_spank.so` in a build tree.
+pub const DISCOVER_LIBRARY: [&str; 2] = ["map_by_device_discover.so", "libmap_by_device_discover.so"];
+
+/// The discovery library that goes with the plugin file `plugin` (spank/src/discover.rs loads
+/// it, `map-by-device check` looks for it): the first of [`DISCOVER_LIBRARY`] beside it, which
+/// must be root's and writable only by root in a directory chain that is too (the
+/// [`crate::trusted_fs`] rule), or why there is none to use.
+pub fn discover_library(plugin: &Path) -> Result<PathBuf, String> {
+    let dir = plugin.parent().unwrap_or(Path::new("/"));
+    let untrusted =
+        |name: &str, why: String| format!("will not load the discovery library {}: {why}", dir.join(name).display());
+    let trusted = TrustedDir::open(dir).map_err(|e| untrusted(DISCOVER_LIBRARY[0], e.to_string()))?;
+    for name in DISCOVER_LIBRARY {
+        match trusted.stat(name) {
+            Ok(Some(meta)) => {
+                return match trusted_fs::problem(Kind::File, meta.kind, meta.uid, meta.mode) {
+                    Some(problem) => Err(untrusted(name, format!("it {problem}"))),
+                    None => Ok(dir.join(name)),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => return Err(untrusted(name, e.to_string())),
+        }
+    }
+    Err(format!(
+        "the discovery library {} is missing: install it beside the plugin (the package does; from source, \
+         copy target/release/libmap_by_device_discover.so there as {})",
+        dir.join(DISCOVER_LIBRARY[0]).display(),
+        DISCOVER_LIBRARY[0]
+    ))
+}
+
+/// What the plugin and its discovery library (`discover/`) must agree on to pass a
+/// [`Topology`] as JSON: the engine's version and this file's layout of the topology.
+pub fn topology_interface() -> String {
+    format!("map-by-device {} topology format {FORMAT}", env!("CARGO_PKG_VERSION"))
+}
 
 /// Larger than any real topology's JSON (a 2,048-PU node with its I/O is a few MB).
 pub const MAX_BYTES: u64 = 64 << 20;

@@ -118,8 +118,33 @@ fn slurm_plugin_copy(dir: &TempDir, name: &str, test: &str) -> Option<String> {
     };
     let path = dir.0.join(name);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::copy(own, &path).unwrap();
+    std::fs::copy(&own, &path).unwrap();
+    // The discovery library beside it, as the packages install it (check only looks for it).
+    std::fs::copy(&own, path.with_file_name("map_by_device_discover.so")).unwrap();
     Some(path.display().to_string())
+}
+
+#[test]
+fn check_reports_a_plugin_without_its_discovery_library() {
+    let Some(dir) = TempDir::trusted("discover-lib") else { return };
+    let Some(plugin) =
+        slurm_plugin_copy(&dir, "lib/map_by_device.so", "check_reports_a_plugin_without_its_discovery_library")
+    else {
+        return;
+    };
+    let library = Path::new(&plugin).with_file_name("map_by_device_discover.so");
+    let conf = dir.file("plugstack.conf", &format!("required {plugin} topology={}\n", topo("e2e-2gpu.xml")));
+    let out = stdout(&run(&["check", "--plugstack", &conf]));
+    assert!(out.contains(&format!("    discovery library {}", library.display())), "{out}");
+    std::fs::remove_file(&library).unwrap();
+    let o = run(&["check", "--plugstack", &conf]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(&format!("the discovery library {} is missing: install it beside the plugin", library.display())),
+        "{out}"
+    );
+    assert!(out.contains("slurmd cannot write the topology cache"), "{out}");
 }
 
 impl Drop for TempDir {

@@ -374,8 +374,9 @@ fn the_code_map_names_every_source_file_and_nothing_else() {
     let doc = read("docs/ARCHITECTURE.md");
     let map = doc.split("## Code map").nth(1).and_then(|s| s.split("### Around the code").next()).unwrap();
     let engine = map.split("### `spank/`").next().unwrap();
-    let plugin = map.split("### `spank/`").nth(1).unwrap();
-    for (section, crate_dir) in [(engine, "src"), (plugin, "spank/src")] {
+    let plugin = map.split("### `spank/`").nth(1).unwrap().split("### `discover/`").next().unwrap();
+    let library = map.split("### `discover/`").nth(1).unwrap();
+    for (section, crate_dir) in [(engine, "src"), (plugin, "spank/src"), (library, "discover/src")] {
         let named = code_map_names(section);
         let mut files = Vec::new();
         rust_files(&root().join(crate_dir), "", &mut files);

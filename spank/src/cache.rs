@@ -26,7 +26,7 @@ fn plugin_identity() -> io::Result<String> {
 }
 
 /// The file this code was loaded from (`dladdr` on one of its functions).
-fn plugin_path() -> io::Result<PathBuf> {
+pub(crate) fn plugin_path() -> io::Result<PathBuf> {
     let mut info = libc::Dl_info {
         dli_fname: std::ptr::null(),
         dli_fbase: std::ptr::null_mut(),

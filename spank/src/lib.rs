@@ -23,6 +23,7 @@
 
 mod affinity;
 mod cache;
+mod discover;
 mod end_step;
 mod entry;
 mod het;
@@ -470,7 +471,7 @@ impl MapByDevice {
             Ok(c) => c,
         };
         if let Some(path) = &c.topology {
-            if let Err(e) = map_by_device::load::from_trusted_xml_file(path) {
+            if let Err(e) = discover::trusted_xml(path) {
                 admin_log(LogLevel::Error, &format!("every mapped step will fail here: {e}"));
             }
         }
@@ -491,7 +492,7 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<ma
         admin_log(LogLevel::Info, &format!("not writing the topology cache from process {:?}", comm.trim()));
         return None;
     }
-    let discover = || map_by_device::load::live(timeout).map_err(|e| e.to_string());
+    let discover = || discover::live(timeout);
     match catch_unwind(AssertUnwindSafe(|| cache::write(dir, discover))) {
         Ok(Ok(written)) => {
             admin_log(LogLevel::Info, &written.note);

@@ -169,7 +169,7 @@ fn load_node(config: &Config, log: &mut Log) -> Result<Node, String> {
     let (topology, this_node, cached) = match &config.topology {
         Some(path) => {
             log.notes.push(format!("topology {}", path.display()));
-            (map_by_device::load::from_trusted_xml_file(path), false, false)
+            (crate::discover::trusted_xml(path), false, false)
         }
         None => match config.cache_dir().map(|dir| cache::read(&dir)) {
             Some(Ok(cached)) => {
@@ -184,11 +184,11 @@ fn load_node(config: &Config, log: &mut Log) -> Result<Node, String> {
                     Some(Err(cache::Miss::Absent(why))) => log.notes.push(format!("live discovery ({why})")),
                     _ => log.notes.push("live discovery (cache = false)".into()),
                 }
-                (map_by_device::load::live(config.discovery_timeout()), true, false)
+                (crate::discover::live(config.discovery_timeout()), true, false)
             }
         },
     };
-    let mut topology = topology.map_err(|e| e.to_string())?;
+    let mut topology = topology?;
     let options = config.node_options(this_node, map_by_device::host::name());
     if let (true, Some(sys)) = (cached, &options.sys_root) {
         // The cache is as old as slurmd; an InfiniBand link may have come up since.

@@ -385,11 +385,13 @@ fn read_plugstack(path: &Path, depth: usize, found: &mut PlugstackFindings) {
             PlugstackItem::Plugin(line) if check::is_this_plugin(&line.path) => {
                 let exists = Path::new(&line.path).is_absolute().then(|| Path::new(&line.path).is_file());
                 let built_for = (exists == Some(true)).then(|| plugin_version(Path::new(&line.path)));
+                let discover = (exists == Some(true)).then(|| map_by_device::cache::discover_library(Path::new(&line.path)));
                 found.entries.push(PluginEntry {
                     origin: format!("{} line {}", path.display(), line.line),
                     line,
                     exists,
                     built_for,
+                    discover,
                 });
             }
             PlugstackItem::Plugin(_) => {}

@@ -46,6 +46,13 @@ pub(super) fn setup<'a>(setup: &'a Setup, problems: &mut Vec<String>) -> Option<
                 e.origin
             ));
         }
+        if let Some(Err(why)) = &e.discover {
+            problems.push(format!(
+                "{}: {why}; without it slurmd cannot write the topology cache, and steps that read topology= or \
+                 discover the node fail",
+                e.origin
+            ));
+        }
         if e.exists == Some(false) {
             problems.push(format!(
                 "{} names the plugin {}, which does not exist: {}",

@@ -80,6 +80,9 @@ pub struct PluginEntry {
     /// The Slurm release the file declares (`plugin_version`), or why it could not be read;
     /// `None` when the file was not read (missing, or a relative path).
     pub built_for: Option<Result<crate::slurm_release::SlurmVersion, String>>,
+    /// The discovery library beside the plugin file ([`crate::cache::discover_library`]), or
+    /// why there is none to use; `None` when the plugin file was not examined.
+    pub discover: Option<Result<std::path::PathBuf, String>>,
 }
 
 /// What the caller found about the plugin's configuration.

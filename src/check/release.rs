@@ -58,6 +58,7 @@ mod tests {
             },
             exists: Some(true),
             built_for,
+            discover: None,
         }
     }
 

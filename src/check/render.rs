@@ -154,6 +154,9 @@ fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result
         if let Some(Ok(built)) = &e.built_for {
             let _ = writeln!(out, "    built for Slurm {} ({built})", built.series());
         }
+        if let Some(Ok(library)) = &e.discover {
+            let _ = writeln!(out, "    discovery library {}", library.display());
+        }
     }
     match slurm {
         Some(Ok(node)) => {

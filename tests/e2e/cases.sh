@@ -260,10 +260,15 @@ EOF
 build_hooks_plugin() {
     if [[ -z ${HOOKS_PLUGIN:-} ]]; then
         e2e_log "building the plugin with test hooks"
-        (cd "$E2E_ROOT" && cargo build --quiet --release -p map-by-device-spank --features test-hooks) || return 1
-        HOOKS_PLUGIN=$E2E_DIR/lib/map_by_device-hooks.so
+        local both=(-p map-by-device-spank -p map-by-device-discover)
+        (cd "$E2E_ROOT" && cargo build --quiet --release "${both[@]}" \
+            --features map-by-device-spank/test-hooks,map-by-device-discover/test-hooks) || return 1
+        # In a directory of its own, with its own discovery library (the live-discovery pause).
+        mkdir -p "$E2E_DIR/lib/hooks" && chmod 755 "$E2E_DIR/lib/hooks"
+        HOOKS_PLUGIN=$E2E_DIR/lib/hooks/map_by_device.so
         cp "$E2E_PLUGIN_BUILT" "$HOOKS_PLUGIN"
+        cp "$(e2e_discover_of "$E2E_PLUGIN_BUILT")" "$E2E_DIR/lib/hooks/map_by_device_discover.so"
         # Back to the normal build for everything after this suite (packages included).
-        (cd "$E2E_ROOT" && cargo build --quiet --release -p map-by-device-spank) || return 1
+        (cd "$E2E_ROOT" && cargo build --quiet --release "${both[@]}") || return 1
     fi
 }

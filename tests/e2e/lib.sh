@@ -85,13 +85,25 @@ e2e_ensure_rust() {
     return 0
 }
 
-# Builds the plugin (release) and sets E2E_PLUGIN_BUILT to the .so.
+# Builds the plugin and its discovery library (release) and sets E2E_PLUGIN_BUILT to the .so.
 e2e_build_plugin() {
     local target=${CARGO_TARGET_DIR:-$E2E_ROOT/target}
-    e2e_log "building the plugin (cargo build --release -p map-by-device-spank)"
-    (cd "$E2E_ROOT" && cargo build --quiet --release -p map-by-device-spank) || return 1
+    e2e_log "building the plugin (cargo build --release -p map-by-device-spank -p map-by-device-discover)"
+    (cd "$E2E_ROOT" && cargo build --quiet --release -p map-by-device-spank -p map-by-device-discover) || return 1
     E2E_PLUGIN_BUILT=$target/release/libmap_by_device_spank.so
     [[ -f $E2E_PLUGIN_BUILT ]] || { e2e_log "no $E2E_PLUGIN_BUILT after the build"; return 1; }
+}
+
+# The discovery library that goes with the plugin file $1: map_by_device_discover.so beside
+# it (an installed plugin), or cargo's libmap_by_device_discover.so (a build).
+e2e_discover_of() {
+    local dir
+    dir=$(dirname "$1")
+    if [[ -f $dir/map_by_device_discover.so ]]; then
+        echo "$dir/map_by_device_discover.so"
+    else
+        echo "$dir/libmap_by_device_discover.so"
+    fi
 }
 
 # A TCP port nothing listens on, below the kernel's ephemeral range (a port that an
@@ -138,9 +150,13 @@ e2e_init() {
     set_plugstack_empty
 }
 
-# Installs a plugin .so by rename: a .so that slurmd has loaded is never overwritten in place.
+# Installs a plugin .so, and the discovery library that goes with it beside it (as the
+# packages do), by rename: a .so that slurmd has loaded is never overwritten in place.
 e2e_install_plugin() {
-    cp "$1" "$E2E_PLUGIN.new" && chmod 755 "$E2E_PLUGIN.new" && mv -f "$E2E_PLUGIN.new" "$E2E_PLUGIN"
+    local lib dst
+    lib=$(e2e_discover_of "$1") dst=$(dirname "$E2E_PLUGIN")/map_by_device_discover.so
+    cp "$lib" "$dst.new" && chmod 755 "$dst.new" && mv -f "$dst.new" "$dst" &&
+        cp "$1" "$E2E_PLUGIN.new" && chmod 755 "$E2E_PLUGIN.new" && mv -f "$E2E_PLUGIN.new" "$E2E_PLUGIN"
 }
 
 # e2e_write_plugstack LINE...: plugstack.conf becomes these lines (none: an empty file), mode

@@ -77,12 +77,16 @@ check "Depends on nothing past that Slurm release (<< $slurm_next~)" \
 unpacked=$(mktemp -d)
 dpkg-deb -x "$deb" "$unpacked"
 needed=$(readelf -d "$unpacked$plugin" 2>&1 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+lib_needed=$(readelf -d "$unpacked$plugindir/map_by_device_discover.so" 2>&1 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 rm -rf "$unpacked"
-echo "deb-install: the plugin needs: $needed"
+echo "deb-install: the plugin needs: $needed; the discovery library: $lib_needed"
+check "the discovery library links hwloc" bash -c '[[ $1 == *libhwloc.so.15* ]]' _ "$lib_needed"
 check "the plugin carries its unwinder (no libgcc_s.so.1 for srun to load)" \
     bash -c '[[ $1 == *libc.so.6* && $1 != *libgcc_s* ]]' _ "$needed"
+check "the plugin does not link hwloc (srun does not load it; the discovery library does)" \
+    bash -c '[[ $1 == *libc.so.6* && $1 != *hwloc* ]]' _ "$needed"
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
-for f in "$plugin" /usr/bin/map-by-device "$snippet" /usr/share/man/man1/map-by-device.1.gz \
+for f in "$plugin" "$plugindir/map_by_device_discover.so" /usr/bin/map-by-device "$snippet" /usr/share/man/man1/map-by-device.1.gz \
     /usr/share/man/man8/map-by-device.8.gz /usr/share/doc/map-by-device/README.md \
     /usr/share/doc/map-by-device/admin-guide.md /usr/share/doc/map-by-device/user-guide.md "$topology" \
     /usr/share/doc/map-by-device/pictures/turin-h200-interleave.svg; do
@@ -104,9 +108,9 @@ check "the tool is on PATH" test "$(command -v map-by-device)" = /usr/bin/map-by
 hook_markers=(MBD_TEST_PANIC_FILE MBD_TEST_PAUSE_AT "test-hooks: forced panic")
 check "the test-hook markers are still the names src/test_hooks.rs uses" \
     bash -c 'for m in "$@"; do grep -qF -- "$m" "'"$repo"'/src/test_hooks.rs" || exit 1; done' _ "${hook_markers[@]}"
-check "the packaged plugin and tool contain no test-hook code" \
-    bash -c 'for m in "${@:3}"; do ! grep -qaF -- "$m" "$1" "$2" || { echo "found $m"; exit 1; }; done' \
-    _ "$plugin" /usr/bin/map-by-device "${hook_markers[@]}"
+check "the packaged plugin, its discovery library and the tool contain no test-hook code" \
+    bash -c 'for m in "${@:4}"; do ! grep -qaF -- "$m" "$1" "$2" "$3" || { echo "found $m"; exit 1; }; done' \
+    _ "$plugin" "$plugindir/map_by_device_discover.so" /usr/bin/map-by-device "${hook_markers[@]}"
 check "the snippet is installed, all comments" \
     bash -c "test -f $snippet && ! grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*\$' $snippet"
 check "the snippet's line names the installed plugin" grep -qx "#required $plugin" "$snippet"
@@ -161,6 +165,7 @@ cluster_stop
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq map-by-device >/dev/null
 installed=0
 check "purged: the plugin is gone" test ! -e "$plugin"
+check "purged: the discovery library is gone" test ! -e "$plugindir/map_by_device_discover.so"
 check "purged: the tool is gone" test ! -e /usr/bin/map-by-device
 check "purged: the (edited) snippet is gone" test ! -e "$snippet"
 check "Slurm's own plugstack.conf is untouched" grep -qx 'include /etc/slurm/plugstack.conf.d/\*.conf' /etc/slurm/plugstack.conf

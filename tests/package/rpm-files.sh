@@ -24,7 +24,7 @@ slurm_next=$("$repo/packaging/slurm-info.sh" next-series)
 expected=$(
     {
         printf '%s\n' /etc/slurm/plugstack.conf.d /etc/slurm/plugstack.conf.d/map-by-device.conf \
-            /usr/bin/map-by-device "$plugindir/map_by_device.so" \
+            /usr/bin/map-by-device "$plugindir/map_by_device.so" "$plugindir/map_by_device_discover.so" \
             /usr/share/doc/map-by-device /usr/share/doc/map-by-device/README.md \
             /usr/share/doc/map-by-device/examples \
             /usr/share/man/man1/map-by-device.1 /usr/share/man/man8/map-by-device.8 \
@@ -67,6 +67,8 @@ syms=$(nm -D --defined-only "$root$plugindir/map_by_device.so" 2>/dev/null || tr
 for s in plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_user_init slurm_spank_task_init; do
     check "the plugin exports $s" grep -qw "$s" <<<"$syms"
 done
+lib_syms=$(nm -D --defined-only "$root$plugindir/map_by_device_discover.so" 2>/dev/null || true)
+check "the discovery library exports mbd_discover" grep -qw mbd_discover <<<"$lib_syms"
 check "the tool runs and knows its version" grep -q "map-by-device $(sed -n 's/^Version:[[:space:]]*//p' "$repo/packaging/rpm/map-by-device.spec")" \
     <<<"$("$root/usr/bin/map-by-device" --version)"
 # rpm 4.18 installs the man pages as written, 4.20 and later gzip them (brp-compress).
