@@ -17,11 +17,11 @@
 #              machine, finds no GPU here, and runs unmapped
 #   nocache    the same with `cache = false`: every step runs hwloc's discovery itself
 #
-# for N = 8 and N = 1 (60 rounds at both, 240 more at N=1), then prints medians and their ratios to "empty", and the median of the
-# per-round ratios (each round times every setting back to back, in a new random order, so
-# load that comes and goes on a shared machine hits a round's settings alike and no setting
-# always runs right after the same other one). The checks, in scripts/test-all.sh's
-# convention ("N passed, N failed"), on per-round ratios:
+# for N = 8 and N = 1 (60 rounds at both, 240 more at N=1), then prints medians and their
+# ratios to "empty", and the median of the per-round ratios (each round times every setting
+# back to back, in a new random order, so load that comes and goes on a shared machine hits a
+# round's settings alike and no setting always runs right after the same other one). The
+# checks, in scripts/test-all.sh's convention ("N passed, N failed"), on per-round ratios:
 #   - mapping from the cache within 1.03 of an empty plugstack, at N=1 and N=8: what the
 #     plugin adds to a step (loading it into srun and slurmstepd, planning, binding);
 #   - mapping from the cache within 1.03 of the plugin loaded and unused, at N=1 and N=8:
@@ -157,8 +157,8 @@ summarise() {
     done
 }
 
-# Whether a checked ratio is over its bound: the cache against empty at N=8, against unused
-# (the mapping alone) at N=1 and N=8.
+# Whether a checked ratio is over its bound: the cache against empty, and against unused (the
+# mapping alone), each at N=1 and N=8.
 over_limit() {
     awk "BEGIN {exit !(${RMED[cache.1]} > $CACHE_LIMIT || ${RMED[cache.8]} > $CACHE_LIMIT || \
                        ${RMED[mapping.1]} > $CACHE_LIMIT || ${RMED[mapping.8]} > $CACHE_LIMIT)}"
