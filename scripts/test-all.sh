@@ -60,7 +60,7 @@ check_demo() {
     local out=$1 rc=$2 want ok=0 bad=0
     for want in "task 0: CPUs 0, CUDA_VISIBLE_DEVICES=GPU-2fa8685e-6ae2-c4f4-39df-551ea6a96245" \
         "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=GPU-1bc1cea7-7fd4-5fb3-299e-bdaf9d7efe54" \
-        "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=(unset), NCCL_IB_HCA==mlx5_1" \
+        "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=(unset), NCCL_IB_HCA==mlx5_0,mlx5_1" \
         "3 tasks with ndev=1 need 3 gpu devices"; do
         if grep -qF -- "$want" "$out"; then ok=$((ok + 1)); else echo "demo output lacks: $want"; bad=$((bad + 1)); fi
     done

@@ -109,11 +109,16 @@ pub fn shown(value: &str) -> String {
     format!("{:?}{more}", head)
 }
 
-/// What a row sees: the task's devices, the task's environment (the rules read
-/// `ZE_FLAT_DEVICE_HIERARCHY`), and the Level Zero model in force where the topology was
-/// discovered.
+/// What a row sees: the task's devices, the node's adapters for NCCL, the task's environment
+/// (the rules read `ZE_FLAT_DEVICE_HIERARCHY`), and the Level Zero model in force where the
+/// topology was discovered.
 pub struct Context<'a> {
     pub devs: &'a [&'a Device],
+    /// The adapters `NCCL_IB_HCA` lists for every task of the node, in bus order (one value
+    /// per node and step: NCCL requires the same value on every rank of a node, and picks each
+    /// GPU's nearest among them itself; `docs/variables.md`); `None` = the task's own devices
+    /// (a row asked about one device, as [`fabric_variables`] does).
+    pub node_hcas: Option<&'a [&'a Device]>,
     pub task_env: &'a BTreeMap<String, String>,
     pub discovery_model: Option<ZeHierarchy>,
     /// `omp`: the OpenMP places of the task's binding, when it is bound and asked for them.
@@ -164,10 +169,21 @@ fn is_omnipath(d: &Device) -> bool {
     d.class == DeviceClass::Network && d.ofed_name.as_deref().is_some_and(|n| n.starts_with("hfi1_"))
 }
 
-/// NCCL matches prefixes unless the list starts with `=`: `=mlx5_0` is exactly mlx5_0.
+/// Whether `NCCL_IB_HCA` names `d`: an OpenFabrics adapter of Mellanox/NVIDIA.
+pub fn names_to_nccl(d: &Device) -> bool {
+    is_mellanox_ofa(d)
+}
+
+/// NCCL matches prefixes unless the list starts with `=`: `=mlx5_0` is exactly mlx5_0. One
+/// value for the whole node (`node_hcas`), the same in every task; a value the job set itself
+/// is kept (it is the job's choice for every rank, which a per-node list would override).
 fn nccl(c: &Context) -> Computed {
+    if c.task_env.contains_key("NCCL_IB_HCA") {
+        return (None, None);
+    }
+    let listed = c.node_hcas.unwrap_or(c.devs);
     (
-        join(c.devs.iter().filter(|d| is_mellanox_ofa(d)).filter_map(|d| d.ofed_name.clone())).map(|v| format!("={v}")),
+        join(listed.iter().filter(|d| is_mellanox_ofa(d)).filter_map(|d| d.ofed_name.clone())).map(|v| format!("={v}")),
         None,
     )
 }
@@ -428,7 +444,8 @@ pub fn slurm_identity_variables() -> impl Iterator<Item = &'static str> {
 /// does an OpenFabrics device of a vendor no row knows (AWS EFA).
 pub fn fabric_variables(d: &Device) -> Vec<&'static str> {
     let devs = [d];
-    let context = Context { devs: &devs, task_env: &BTreeMap::new(), discovery_model: None, omp: None };
+    let context =
+        Context { devs: &devs, node_hcas: None, task_env: &BTreeMap::new(), discovery_model: None, omp: None };
     VARIABLES.iter().filter(|v| v.fabric && (v.value)(&context).0.is_some()).map(|v| v.name).collect()
 }
 
@@ -437,18 +454,24 @@ pub fn all_names() -> Vec<&'static str> {
     VARIABLES.iter().map(|v| v.name).collect()
 }
 
-/// The variables for a task holding `devs`, given its environment `task_env`, the Level
-/// Zero model in force where the topology was discovered, the spec's `env=`, and the OpenMP
-/// places of its binding when `omp` asks for them. Returns the variables and any
+/// What a task's variables are computed from besides its devices: the node's adapters for
+/// NCCL (`None`: the devices' own), its environment, the Level Zero model in force where the
+/// topology was discovered, the spec's `env=`, and the OpenMP places of its binding when
+/// `omp` asks for them.
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    pub node_hcas: Option<&'a [&'a Device]>,
+    pub task_env: &'a BTreeMap<String, String>,
+    pub discovery_model: Option<ZeHierarchy>,
+    pub mode: EnvMode,
+    pub omp: Option<Places>,
+}
+
+/// The variables for a task holding `devs`, given `inputs`. Returns the variables and any
 /// warnings (one line each), or the first value its variable's grammar refuses.
-pub fn task_env(
-    devs: &[&Device],
-    task_env: &BTreeMap<String, String>,
-    discovery_model: Option<ZeHierarchy>,
-    mode: EnvMode,
-    omp: Option<Places>,
-) -> Result<(BTreeMap<String, String>, Vec<String>), InvalidValue> {
-    let context = Context { devs, task_env, discovery_model, omp };
+pub fn task_env(devs: &[&Device], inputs: &Inputs) -> Result<(BTreeMap<String, String>, Vec<String>), InvalidValue> {
+    let Inputs { node_hcas, task_env, discovery_model, mode, omp } = *inputs;
+    let context = Context { devs, node_hcas, task_env, discovery_model, omp };
     let mut out = BTreeMap::new();
     let mut warnings = Vec::new();
     for var in VARIABLES.iter().filter(|v| mode == EnvMode::All || v.always) {

@@ -54,6 +54,16 @@ pub fn devices_text(node: &Node, task: &TaskPlan) -> String {
     }
 }
 
+/// The variables too long for `plan --short`'s rows that every task of a plan of several
+/// has, with the same value.
+fn shared_long_values(plan: &Plan) -> Vec<(&String, &String)> {
+    let Some((first, rest)) = plan.tasks.split_first() else { return Vec::new() };
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    first.env.iter().filter(|(k, v)| v.len() > SHORT_VALUE && rest.iter().all(|t| t.env.get(*k) == Some(*v))).collect()
+}
+
 /// A task's variables, `NAME=value NAME=value`, or `no variables`.
 pub fn env_text(task: &TaskPlan) -> String {
     let vars: Vec<String> = task.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -70,7 +80,8 @@ const SHORT_VALUE: usize = 16;
 /// `plan --short`: a table that fits a terminal, one row per task: its devices by name (and
 /// `+adapter` for a paired one), its CPUs, and the variables it gets, with the values of the
 /// short ones (`NCCL_IB_HCA==mlx5_0`, `OMP_NUM_THREADS=4`) and the names alone of the long
-/// ones (a GPU's UUID is the device's, shown by `devices`); then the warnings.
+/// ones (a GPU's UUID is the device's, shown by `devices`); then the long values every task
+/// has alike (the node's `NCCL_IB_HCA`), once; then the warnings.
 pub fn plan_short(node: &Node, plan: &Plan) -> String {
     let rows: Vec<[String; 4]> = plan
         .tasks
@@ -103,6 +114,9 @@ pub fn plan_short(node: &Node, plan: &Plan) -> String {
     let mut out = String::new();
     for r in std::iter::once(&header).chain(&rows) {
         out.push_str(&format!("{:<w0$}  {:<w1$}  {:<w2$}  {}\n", r[0], r[1], r[2], r[3]));
+    }
+    for (k, v) in shared_long_values(plan) {
+        out.push_str(&format!("every task: {k}={}\n", printable(v)));
     }
     for w in &plan.warnings {
         out.push_str(&format!("warning: {w}\n"));

@@ -37,3 +37,66 @@ pub fn trusted_scratch(name: &str) -> Option<PathBuf> {
 pub fn skipped(text: &str) {
     let _ = std::io::stderr().write_all(format!("skipped: {text}\n").as_bytes());
 }
+
+/// PCI trees built by hand for the planner's tests: two packages, GPUs and HCAs under chains
+/// of bridges.
+pub mod pci {
+    use crate::cpuset::CpuSet;
+    use crate::node::{Node, NodeOptions};
+    use crate::topology::{CpuObject, ObjKind, OsDevice, PciBridge, PciBusId, PciFunction, Topology};
+
+    pub fn obj(kind: ObjKind, parent: Option<usize>, depth: u32, cpus: &str) -> CpuObject {
+        let cpuset = CpuSet::parse_list(cpus).unwrap_or_default();
+        CpuObject { kind, logical_index: 0, os_index: None, depth, parent, cpuset }
+    }
+
+    pub fn busid(bus: u8) -> PciBusId {
+        PciBusId { domain: 0, bus, device: 0, function: 0 }
+    }
+
+    /// A PCI bridge at `bus`, or a host bridge (`None`) named by the bus below it.
+    pub fn br(bus: Option<u8>, below: u8) -> PciBridge {
+        PciBridge { busid: bus.map(busid), domain: 0, secondary_bus: below, subordinate_bus: below }
+    }
+
+    pub fn osdev(name: &str, kind: &str, infos: &[(&str, &str)]) -> OsDevice {
+        let infos = infos.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        OsDevice { name: name.into(), osdev_type: kind.into(), subtype: None, infos }
+    }
+
+    pub fn gpu(bus: u8, locality: usize, bridges: Vec<PciBridge>) -> PciFunction {
+        let uuid = format!("GPU-{bus:08x}-0000-0000-0000-000000000001");
+        PciFunction {
+            busid: busid(bus),
+            vendor_id: 0x10de,
+            device_id: 0x20b5,
+            class_id: 0x0302,
+            locality,
+            osdevs: vec![osdev(&format!("nvml{bus}"), "GPU", &[("Backend", "NVML"), ("NVIDIAUUID", &uuid)])],
+            bridges,
+        }
+    }
+
+    pub fn hca(bus: u8, locality: usize, bridges: Vec<PciBridge>) -> PciFunction {
+        PciFunction {
+            busid: busid(bus),
+            vendor_id: 0x15b3,
+            device_id: 0x101b,
+            class_id: 0x0207,
+            locality,
+            osdevs: vec![osdev(&format!("mlx5_{bus:x}"), "OpenFabrics", &[("Port1State", "4")])],
+            bridges,
+        }
+    }
+
+    /// Two packages; `pci` under them (locality 1 = package 0, 2 = package 1).
+    pub fn node(pci: Vec<PciFunction>) -> Node {
+        let objects = vec![
+            obj(ObjKind::Machine, None, 0, "0-3"),
+            obj(ObjKind::Package, Some(0), 1, "0-1"),
+            obj(ObjKind::Package, Some(0), 1, "2-3"),
+        ];
+        let topology = Topology { hostname: Some("t".into()), objects, pci, loose: Vec::new() };
+        Node::new(topology, NodeOptions::default())
+    }
+}

@@ -258,7 +258,7 @@ fn plan_with_adapters_names_each_tasks_adapter_and_who_shares_it() {
     // No adapter near the GPUs: the plan runs, and says so on the table's warning line.
     let out = ok(&["plan", "--topology", &topo("far-hca.xml"), "-n", "2", "gpu:adapters"]);
     assert!(out.contains("\nwarning: adapters: no network adapter is nearer than the whole machine"), "{out}");
-    assert!(!out.contains("NCCL_IB_HCA"), "{out}");
+    assert!(!out.contains("NCCL_IB_HCA="), "{out}");
 }
 
 #[test]
@@ -353,7 +353,10 @@ fn short_plans_fit_a_terminal() {
         rows[3].starts_with("2 ") && rows[3].contains("cuda2,+mlx5_4") && rows[3].contains("96-111,224-239"),
         "{short}"
     );
-    assert!(rows[3].contains("NCCL_IB_HCA==mlx5_4") && !rows[3].contains("GPU-"), "{short}");
+    assert!(rows[3].contains("UCX_NET_DEVICES=mlx5_4:1") && !rows[3].contains("GPU-"), "{short}");
+    // NCCL_IB_HCA, one list for the node, too long for a row: named in each, shown once.
+    assert!(rows[1..5].iter().all(|r| r.contains(" NCCL_IB_HCA ")), "{short}");
+    assert_eq!(rows[5], "every task: NCCL_IB_HCA==mlx5_0,mlx5_3,mlx5_4,mlx5_5", "{short}");
     assert!(long.contains("GPU-96c8418c"), "{long}");
     // Warnings stay.
     let w = ok(&["plan", "--short", "--topology", &turin, "-n", "1", "block"]);

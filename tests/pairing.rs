@@ -14,9 +14,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use map_by_device::device::DeviceClass;
 use map_by_device::load;
 use map_by_device::node::{Node, NodeOptions};
-use map_by_device::plan::{plan, Plan, PlanError, StepFacts};
+use map_by_device::plan::{nccl, plan, Plan, PlanError, StepFacts};
 use map_by_device::report;
 use map_by_device::spec::Spec;
 use std::path::PathBuf;
@@ -89,10 +90,13 @@ fn turin_each_gpu_gets_the_hca_behind_its_switch_never_eno6() {
             node.hostname()
         );
         for (t, hca) in ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5"].iter().enumerate() {
-            assert_eq!(var(&p, t, "NCCL_IB_HCA"), Some(format!("={hca}").as_str()));
-            // The adapter's variables are the ones a network mapping of it writes, the GPU's beside them.
+            // NCCL: one list for the node, the same in every task (NCCL picks each GPU's own).
+            assert_eq!(var(&p, t, "NCCL_IB_HCA"), Some("=mlx5_0,mlx5_3,mlx5_4,mlx5_5"));
+            // The adapter's per-process variables are the ones a network mapping of it
+            // writes, the GPU's beside them.
             let alone = network_env(node, hca);
-            for name in ["NCCL_IB_HCA", "UCX_NET_DEVICES", "PSM3_NIC"] {
+            assert_eq!(alone["NCCL_IB_HCA"], format!("={hca}"));
+            for name in ["UCX_NET_DEVICES", "PSM3_NIC"] {
                 assert_eq!(p.tasks[t].env.get(name), alone.get(name), "{name} of task {t}");
             }
             let pmix = var(&p, t, "PMIX_DEVICE_ID").unwrap();
@@ -113,7 +117,10 @@ fn turin_network_mapping_says_when_it_hands_out_the_management_port() {
     let node = fixture("turin-h200.xml");
     let p = ok(&node, "nic:bind=core", 4);
     assert_eq!(node.devices[p.tasks[2].devices[0]].name, "eno6");
-    assert_eq!(p.tasks[2].env.keys().collect::<Vec<_>>(), ["PMIX_DEVICE_ID"]);
+    // The Ethernet port's task gets no per-process fabric variable, but NCCL's list for the
+    // node, in bus order, like every other task.
+    assert_eq!(p.tasks[2].env.keys().collect::<Vec<_>>(), ["NCCL_IB_HCA", "PMIX_DEVICE_ID"]);
+    assert!(p.tasks.iter().all(|t| t.env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_3,mlx5_1"), "{:?}", p.tasks);
     let w: Vec<&String> = p.warnings.iter().filter(|w| w.contains("eno6")).collect();
     assert_eq!(w.len(), 1, "{:?}", p.warnings);
     assert!(w[0].contains("plain Ethernet; task 2") && w[0].contains("gpu:adapters"), "{}", w[0]);
@@ -133,7 +140,7 @@ fn dgx2_two_gpus_share_the_hca_of_their_switch_without_shared() {
     for t in &p.tasks {
         let partner = t.task ^ 1;
         assert_eq!(t.adapters[0].shared_with(t.task), [partner], "task {}", t.task);
-        assert_eq!(t.env["NCCL_IB_HCA"], format!("=mlx5_{}", t.task / 2));
+        assert_eq!(t.env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7");
         assert_eq!(t.env["UCX_NET_DEVICES"], format!("mlx5_{}:1", t.task / 2));
     }
     // The verbose/plan line says who shares.
@@ -147,7 +154,7 @@ fn dgx2_two_gpus_share_the_hca_of_their_switch_without_shared() {
     assert!(p.tasks.iter().all(|t| t.adapters[0].shared_with(t.task).is_empty()));
     // ndev=4: the GPUs of two switches, and both their adapters.
     let p = ok(&node, "gpu:ndev=4:adapters", 4);
-    assert_eq!(p.tasks[0].env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1");
+    assert_eq!(p.tasks[0].env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7");
     assert_eq!(p.tasks[0].env["UCX_NET_DEVICES"], "mlx5_0:1,mlx5_1:1");
     // The plain 10 GbE port is nobody's adapter.
     assert!(!pairs(&node, &ok(&node, "gpu:adapters:shared", 32)).iter().any(|p| p.contains("enp134s0f0")));
@@ -176,7 +183,13 @@ fn lassen_gpus_split_the_sockets_two_hca_ports_in_bus_order() {
     // split in bus order. The Broadcom Ethernet ports of socket 0 are never paired.
     let p = ok(&node, "gpu:adapters", 4);
     assert_eq!(pairs(&node, &p), ["cuda0>mlx5_0", "cuda1>mlx5_1", "cuda2>mlx5_2", "cuda3>mlx5_3"]);
-    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // NCCL sees the same tie (PHB: through the CPU) and breaks it by device index, not
+    // necessarily as the pairing did: one warning per socket says so.
+    assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+    for (w, gpus) in p.warnings.iter().zip([["cuda0", "cuda1"], ["cuda2", "cuda3"]]) {
+        assert!(w.starts_with("NCCL_IB_HCA lists the node's adapters") && w.contains("(PHB: through the CPU)"), "{w}");
+        assert!(gpus.iter().all(|g| w.contains(&format!("GPU {g} at"))), "{w}");
+    }
     // Node-wide: the step's GPUs do not change a GPU's adapter (two jobs, one GPU each, stay
     // on their own adapters).
     let facts = StepFacts { ntasks: 1, step_gpus: Some(vec![1]), ..StepFacts::default() };
@@ -209,7 +222,8 @@ fn hcas_on_the_other_socket_are_no_gpus_adapters() {
     // The HCAs themselves are still a network mapping's; the management port comes first in
     // bus order there, and the plan says what it gets.
     let net = ok(&node, "network", 3);
-    assert_eq!(net.tasks[1].env["NCCL_IB_HCA"], "=mlx5_0");
+    assert_eq!(net.tasks[1].env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1");
+    assert_eq!(net.tasks[1].env["UCX_NET_DEVICES"], "mlx5_0:1");
     assert!(
         net.warnings.iter().any(|w| w.contains("eno1 at 0000:03:00.0 (plain Ethernet; task 0)")),
         "{:?}",
@@ -237,7 +251,10 @@ fn e2e_node_pairs_across_its_host_bridges() {
     let node = fixture("e2e-2gpu.xml");
     let p = ok(&node, "gpu:adapters", 2);
     assert_eq!(pairs(&node, &p), ["cuda0>mlx5_0", "cuda1>mlx5_1"]);
-    assert_eq!((var(&p, 0, "UCX_NET_DEVICES"), var(&p, 1, "NCCL_IB_HCA")), (Some("mlx5_0:1"), Some("=mlx5_1")));
+    assert_eq!((var(&p, 0, "UCX_NET_DEVICES"), var(&p, 1, "NCCL_IB_HCA")), (Some("mlx5_0:1"), Some("=mlx5_0,mlx5_1")));
+    // Each GPU shares a host bridge with its own HCA, on its own package: NCCL's nearest (PHB)
+    // is that one alone, so nothing to warn about.
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
     // JSON: the adapter beside the task's devices, with who shares it.
     let json = report::plan_json(&node, &p);
     assert_eq!(json["tasks"][1]["adapters"][0]["name"], "mlx5_1");
@@ -287,4 +304,104 @@ fn omnipath_hfi_beside_each_gpu_is_named_in_psm3_nic() {
     let p = ok(&node, "gpu:shared:adapters:bind=core", 4);
     assert_eq!(pairs(&node, &p), ["cuda0>hfi1_0", "cuda1>hfi1_1", "cuda0>hfi1_0", "cuda1>hfi1_1"]);
     assert_eq!(p.tasks[0].adapters[0].shared_with(0), [2]);
+}
+
+/// Every fixture and real export with an adapter NCCL takes, under every spec that writes
+/// `NCCL_IB_HCA`: one value on every task of the node (NCCL requires it), listing exactly the
+/// adapters the node's tasks hold or are paired with, in bus order; and for each GPU, NCCL's
+/// own nearest adapters among that list (its PCI path classes: `plan::nccl`) are the ones
+/// `adapters` paired with it, or a warning names the GPU.
+#[test]
+fn nccl_gets_one_list_per_node_and_each_gpu_its_pair_or_a_warning() {
+    let mut paths: Vec<PathBuf> = xml_files(&root().join("topologies"));
+    match common::reference_dir() {
+        Some(dir) => paths.extend(xml_files(&dir)),
+        None => common::skipped("NCCL's choice on the real exports"),
+    }
+    let (mut nodes, mut plans, mut agreed, mut warned) = (0, 0, 0, 0);
+    for path in paths {
+        let node = node_at(path.clone());
+        let nccl_named = |i: &usize| node.devices.get(*i).is_some_and(map_by_device::env::names_to_nccl);
+        if !(0..node.devices.len()).any(|i| nccl_named(&i)) {
+            continue;
+        }
+        nodes += 1;
+        let gpus = node.class_indexes(DeviceClass::Gpu).len() as u32;
+        let nets = node.class_indexes(DeviceClass::Network).len() as u32;
+        let specs = [
+            ("gpu:adapters:bind=none", gpus),
+            ("gpu:ndev=2:adapters:bind=none", gpus / 2),
+            ("gpu:shared:adapters:bind=none", 2 * gpus),
+            ("network:bind=none", nets),
+            ("network:bind=none", 1),
+        ];
+        for (spec, n) in specs {
+            // Refusals (GPUs without identity, too few devices) are other tests' business.
+            let Ok(p) = run(&node, spec, StepFacts { ntasks: n, ..StepFacts::default() }) else { continue };
+            let what = format!("{} {spec} -n {n}", path.display());
+            let mut held: Vec<usize> = p
+                .tasks
+                .iter()
+                .flat_map(|t| t.devices.iter().copied().chain(t.adapters.iter().map(|a| a.device)))
+                .collect();
+            held.retain(nccl_named);
+            held.sort_unstable();
+            held.dedup();
+            let want = (!held.is_empty()).then(|| {
+                let names: Vec<&str> = held.iter().filter_map(|&i| node.devices[i].ofed_name.as_deref()).collect();
+                format!("={}", names.join(","))
+            });
+            for t in &p.tasks {
+                assert_eq!(t.env.get("NCCL_IB_HCA"), want.as_ref(), "{what}: task {}", t.task);
+            }
+            plans += 1;
+            for t in p.tasks.iter().filter(|_| spec.contains("adapters")) {
+                let paired: Vec<usize> = t.adapters.iter().map(|a| a.device).filter(|a| held.contains(a)).collect();
+                for &g in t.devices.iter().filter(|_| !paired.is_empty()) {
+                    let (class, best) = nccl::nearest(&node, g, &held).expect("the list is not empty");
+                    if best == paired {
+                        agreed += 1;
+                        continue;
+                    }
+                    let gpu = &node.devices[g];
+                    let named = format!("GPU {} at {}", gpu.name, gpu.busid_text());
+                    assert!(
+                        p.warnings.iter().any(|w| w.starts_with("NCCL_IB_HCA") && w.contains(&named)),
+                        "{what}: NCCL's nearest for {named} are {best:?} ({class}), paired {paired:?}, and no warning \
+                         says so: {:?}",
+                        p.warnings
+                    );
+                    warned += 1;
+                }
+            }
+        }
+    }
+    assert!(nodes >= 5 && plans >= 15, "{nodes} nodes, {plans} plans");
+    let note = format!(
+        "note: NCCL_IB_HCA on {nodes} nodes with adapters, {plans} plans: NCCL's nearest adapter is the paired one for \
+         {agreed} GPU placements, warned for {warned}\n"
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), note.as_bytes());
+}
+
+/// The `.xml` files of `dir`, sorted.
+fn xml_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "xml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A job that sets `NCCL_IB_HCA` itself keeps it: it is the job's choice for every rank of
+/// every node, which a per-node list would override. Its other variables are the plan's.
+#[test]
+fn a_jobs_own_nccl_ib_hca_is_kept() {
+    let node = fixture("turin-h200.xml");
+    let env = [("NCCL_IB_HCA".to_string(), "^mlx5_1".to_string())].into_iter().collect();
+    let p = run(&node, "gpu:adapters", StepFacts { ntasks: 4, env, ..StepFacts::default() }).unwrap();
+    assert!(p.tasks.iter().all(|t| !t.env.contains_key("NCCL_IB_HCA") && t.env.contains_key("UCX_NET_DEVICES")));
+    assert!(!p.warnings.iter().any(|w| w.starts_with("NCCL_IB_HCA")), "{:?}", p.warnings);
 }

@@ -9,6 +9,7 @@ use super::{
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource};
+use crate::env::Inputs;
 use crate::node::Node;
 use crate::plan::{device_order, plan, PlanError, StepFacts};
 use crate::report;
@@ -116,7 +117,16 @@ pub(super) fn devices(node: &Node, problems: &mut Vec<String>, notes: &mut Vec<S
         .devices
         .iter()
         .map(|d| {
-            let (env, warnings) = match crate::env::task_env(&[d], &BTreeMap::new(), ze, EnvMode::All, None) {
+            let (env, warnings) = match crate::env::task_env(
+                &[d],
+                &Inputs {
+                    node_hcas: None,
+                    task_env: &BTreeMap::new(),
+                    discovery_model: ze,
+                    mode: EnvMode::All,
+                    omp: None,
+                },
+            ) {
                 Ok(found) => found,
                 Err(e) => {
                     problems.push(format!("device {}: {e}", crate::env::shown(&d.name)));

@@ -7,13 +7,16 @@
 //! 2. [`assign`]: which task gets which devices;
 //! 3. [`pair`]: with `adapters`, which network adapters go with each task's GPUs;
 //! 4. [`bind`]: which CPUs each task gets (from the task's own devices, never its adapters);
-//! 5. the environment from [`crate::env`], here, over the task's devices and adapters.
+//! 5. the environment from [`crate::env`], here, over the task's devices and adapters, with
+//!    one `NCCL_IB_HCA` for the whole node ([`nccl`]: and where NCCL would not use the
+//!    adapter paired with a GPU, the warning).
 //!
 //! Pure: no I/O, no Slurm, no hwloc, no process environment.
 
 mod assign;
 mod bind;
 mod facts;
+pub mod nccl;
 mod order;
 mod pair;
 
@@ -158,6 +161,8 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     let core_of_pu = if spec.omp == Some(true) { topo.core_of_pu() } else { Vec::new() };
     let mut scratch = Vec::new();
     let adapters = pair::adapters_by_group(pairs.as_ref(), &assignment);
+    let hcas = node_hcas(node, &assignment, &adapters);
+    let hca_devices: Vec<&Device> = hcas.iter().filter_map(|&i| node.devices.get(i)).collect();
     // Tasks with the same devices share their adapters and, for the same OpenMP places,
     // their variables.
     let mut groups: HashMap<&[usize], Group> = HashMap::new();
@@ -165,7 +170,7 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
         let group = groups.entry(devs).or_insert_with(|| Group::new(node, devs, &adapters));
         let cpus = binder.bind_task(t as u32, &node.devices, devs)?;
         let places = omp_places(spec, &core_of_pu, &mut scratch, cpus.as_ref());
-        let (env, warnings) = group.environment(facts, node, spec, places)?;
+        let (env, warnings) = group.environment(facts, node, spec, places, &hca_devices)?;
         for w in warnings {
             let line = format!("task {t}: {w}");
             if !plan.warnings.contains(&line) {
@@ -177,9 +182,22 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     plan.warnings.append(&mut binder.warnings);
     if let Some(pairs) = &pairs {
         pairs.warnings(node, &plan.tasks, &mut plan.warnings);
+        if plan.tasks.iter().any(|t| t.env.contains_key("NCCL_IB_HCA")) {
+            nccl::warnings(node, &plan.tasks, &hcas, &mut plan.warnings);
+        }
     }
     pair::unnamed_adapters_warning(spec, node, &plan.tasks, &mut plan.warnings);
     Ok(plan)
+}
+
+/// The adapters the node's `NCCL_IB_HCA` lists (device indexes, bus order): every one NCCL
+/// takes among the devices the tasks hold or are paired with.
+fn node_hcas(node: &Node, assignment: &[Vec<usize>], adapters: &HashMap<&[usize], Vec<Paired>>) -> Vec<usize> {
+    let held = assignment.iter().flatten().copied().chain(adapters.values().flatten().map(|p| p.device));
+    let mut hcas: Vec<usize> = held.filter(|&i| node.devices.get(i).is_some_and(crate::env::names_to_nccl)).collect();
+    hcas.sort_unstable();
+    hcas.dedup();
+    hcas
 }
 
 /// A task's variables and the warnings their rules gave.
@@ -214,11 +232,19 @@ impl<'a> Group<'a> {
         node: &Node,
         spec: &Spec,
         places: Option<crate::env::Places>,
+        node_hcas: &[&Device],
     ) -> Result<Environment, PlanError> {
         if let Some((_, env)) = self.envs.iter().find(|(p, _)| *p == places) {
             return env.clone();
         }
-        let env = crate::env::task_env(&self.named, &facts.env, node.options.ze_hierarchy, spec.env, places)
+        let inputs = crate::env::Inputs {
+            node_hcas: Some(node_hcas),
+            task_env: &facts.env,
+            discovery_model: node.options.ze_hierarchy,
+            mode: spec.env,
+            omp: places,
+        };
+        let env = crate::env::task_env(&self.named, &inputs)
             .map(|(vars, warnings)| (Arc::new(vars), warnings))
             .map_err(|source| PlanError::InvalidValue {
                 devices: self.named[..self.own]

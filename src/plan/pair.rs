@@ -140,8 +140,9 @@ impl NodePairs {
             let share = if names.len() == 1 { "shares" } else { "share" };
             warnings.push(format!(
                 "adapters: no network adapter is nearer than the whole machine to {one} {} ({} {share} only the \
-                 Machine with {them}: another socket), so no adapter is paired with {them} and no fabric variable is \
-                 written for {them}; map gpu without adapters to let the fabric library choose",
+                 Machine with {them}: another socket), so no adapter is paired with {them}: UCX_NET_DEVICES and PSM3_NIC \
+                 name none for {them}, and NCCL_IB_HCA (one list for the node) only adapters paired with other GPUs; \
+                 map gpu without adapters to let the fabric library choose",
                 gpus.join(", "),
                 names.join(", ")
             ));
@@ -217,14 +218,14 @@ pub(super) fn unnamed_adapters_warning(spec: &Spec, node: &Node, tasks: &[TaskPl
         .collect();
     let them = if items.len() == 1 { "it" } else { "them" };
     warnings.push(format!(
-        "no fabric variable names {}: NCCL_IB_HCA, UCX_NET_DEVICES and PSM3_NIC are not set for {them}, only \
-         PMIX_DEVICE_ID; the network class holds every adapter in bus order, so map fewer tasks, name the adapters \
-         to use, or map gpu:adapters",
+        "no fabric variable names {}: UCX_NET_DEVICES and PSM3_NIC are not set for {them}, and NCCL_IB_HCA (one \
+         list for the node) names only the other tasks' adapters; the network class holds every adapter in bus \
+         order, so map fewer tasks, name the adapters to use, or map gpu:adapters",
         items.join(", ")
     ));
 }
 
-fn tasks_text(ids: &[u32]) -> String {
+pub(super) fn tasks_text(ids: &[u32]) -> String {
     let list: Vec<String> = ids.iter().map(u32::to_string).collect();
     format!("{} {}", if ids.len() == 1 { "task" } else { "tasks" }, list.join(","))
 }
@@ -280,65 +281,9 @@ fn nearness(topo: &Topology, a: &Device, b: &Device) -> Nearness {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpuset::CpuSet;
-    use crate::node::NodeOptions;
     use crate::plan::{plan, StepFacts};
-    use crate::topology::{CpuObject, ObjKind, OsDevice, PciBridge, PciBusId, PciFunction};
-
-    fn obj(kind: ObjKind, parent: Option<usize>, depth: u32, cpus: &str) -> CpuObject {
-        let cpuset = CpuSet::parse_list(cpus).unwrap_or_default();
-        CpuObject { kind, logical_index: 0, os_index: None, depth, parent, cpuset }
-    }
-
-    fn busid(bus: u8) -> PciBusId {
-        PciBusId { domain: 0, bus, device: 0, function: 0 }
-    }
-
-    /// A PCI bridge at `bus`, or a host bridge (`None`) named by the bus below it.
-    fn br(bus: Option<u8>, below: u8) -> PciBridge {
-        PciBridge { busid: bus.map(busid), domain: 0, secondary_bus: below, subordinate_bus: below }
-    }
-
-    fn osdev(name: &str, kind: &str, infos: &[(&str, &str)]) -> OsDevice {
-        let infos = infos.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        OsDevice { name: name.into(), osdev_type: kind.into(), subtype: None, infos }
-    }
-
-    fn gpu(bus: u8, locality: usize, bridges: Vec<PciBridge>) -> PciFunction {
-        let uuid = format!("GPU-{bus:08x}-0000-0000-0000-000000000001");
-        PciFunction {
-            busid: busid(bus),
-            vendor_id: 0x10de,
-            device_id: 0x20b5,
-            class_id: 0x0302,
-            locality,
-            osdevs: vec![osdev(&format!("nvml{bus}"), "GPU", &[("Backend", "NVML"), ("NVIDIAUUID", &uuid)])],
-            bridges,
-        }
-    }
-
-    fn hca(bus: u8, locality: usize, bridges: Vec<PciBridge>) -> PciFunction {
-        PciFunction {
-            busid: busid(bus),
-            vendor_id: 0x15b3,
-            device_id: 0x101b,
-            class_id: 0x0207,
-            locality,
-            osdevs: vec![osdev(&format!("mlx5_{bus:x}"), "OpenFabrics", &[("Port1State", "4")])],
-            bridges,
-        }
-    }
-
-    /// Two packages; `pci` under them (locality 1 = package 0, 2 = package 1).
-    fn node(pci: Vec<PciFunction>) -> Node {
-        let objects = vec![
-            obj(ObjKind::Machine, None, 0, "0-3"),
-            obj(ObjKind::Package, Some(0), 1, "0-1"),
-            obj(ObjKind::Package, Some(0), 1, "2-3"),
-        ];
-        let topology = Topology { hostname: Some("t".into()), objects, pci, loose: Vec::new() };
-        Node::new(topology, NodeOptions::default())
-    }
+    use crate::test_support::pci::{br, gpu, hca, node};
+    use crate::topology::PciFunction;
 
     fn adapters_of_task0(n: &Node, ntasks: u32) -> Vec<String> {
         let spec = Spec::parse("gpu:adapters:bind=none").unwrap_or_else(|e| panic!("{e}"));

@@ -215,7 +215,7 @@ cases_fixtures() {
     ((${#UUIDS[@]} == 2)) || abort "expected 2 NVIDIAUUIDs in $FIX, found ${#UUIDS[@]}"
     UUID0=${UUIDS[0]} UUID1=${UUIDS[1]}
     GPU_LINES=$(line 0 0 "$UUID0" - -; line 1 1 "$UUID1" - -)
-    NET_LINES=$(line 0 0 - =mlx5_0 mlx5_0:1; line 1 1 - =mlx5_1 mlx5_1:1)
+    NET_LINES=$(line 0 0 - =mlx5_0,mlx5_1 mlx5_0:1; line 1 1 - =mlx5_0,mlx5_1 mlx5_1:1)
     # Unbound tasks get slurmd's CPUs: this machine's, as this shell sees them.
     ALL_CPUS=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
     UNMAPPED_LINES=$(line 0 "$ALL_CPUS" - - -; line 1 "$ALL_CPUS" - - -)

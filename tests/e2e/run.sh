@@ -67,10 +67,11 @@ c_verbose() {
 
 c_adapters() {
     set_plugstack "topology=$FIX"
-    # Each task its GPU and the HCA beside it (same host bridge): both named, bound to the GPU's CPU.
+    # Each task its GPU and the HCA beside it (same host bridge): both named, bound to the GPU's
+    # CPU; UCX told each task its own HCA, NCCL every task the node's list (one value per node).
     probe -n 2 --map-by-device=gpu:adapters:verbose
-    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" =mlx5_0 mlx5_0:1; line 1 1 "$UUID1" =mlx5_1 mlx5_1:1)" &&
-        expect_err "map-by-device: $E2E_NODE, task 0 (global 0): gpu 0000:17:00.0 cuda0 $UUID0, paired network 0000:18:00.0 mlx5_0; CPUs 0 set; CUDA_VISIBLE_DEVICES=$UUID0 NCCL_IB_HCA==mlx5_0" &&
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" =mlx5_0,mlx5_1 mlx5_0:1; line 1 1 "$UUID1" =mlx5_0,mlx5_1 mlx5_1:1)" &&
+        expect_err "map-by-device: $E2E_NODE, task 0 (global 0): gpu 0000:17:00.0 cuda0 $UUID0, paired network 0000:18:00.0 mlx5_0; CPUs 0 set; CUDA_VISIBLE_DEVICES=$UUID0 NCCL_IB_HCA==mlx5_0,mlx5_1" &&
         expect_err "map-by-device: $E2E_NODE, task 1 (global 1): gpu 0000:65:00.0 cuda1 $UUID1, paired network 0000:66:00.0 mlx5_1; CPUs 1 set;" ||
         return 1
     # PMIX_DEVICE_ID names the GPU, then its adapter, as the task sees it.
@@ -81,8 +82,8 @@ task=1 PMIX_DEVICE_ID=gpu://HOST::nvml1,fab://9c63:c003:004d:2031::9c63:c003:004
     # Four tasks on two GPUs: tasks 0 and 2 share GPU 0 and its HCA, which needs no more than
     # the GPU's :shared (and :overload for the one CPU each GPU has), and verbose says who shares.
     probe -n 4 --map-by-device=gpu:shared:adapters:overload:verbose
-    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" =mlx5_0 mlx5_0:1; line 1 1 "$UUID1" =mlx5_1 mlx5_1:1
-        line 2 0 "$UUID0" =mlx5_0 mlx5_0:1; line 3 1 "$UUID1" =mlx5_1 mlx5_1:1)" &&
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" =mlx5_0,mlx5_1 mlx5_0:1; line 1 1 "$UUID1" =mlx5_0,mlx5_1 mlx5_1:1
+        line 2 0 "$UUID0" =mlx5_0,mlx5_1 mlx5_0:1; line 3 1 "$UUID1" =mlx5_0,mlx5_1 mlx5_1:1)" &&
         expect_err "task 0 (global 0): gpu 0000:17:00.0 cuda0 $UUID0, paired network 0000:18:00.0 mlx5_0 (shared with task 2); CPUs 0 set;" &&
         expect_err "task 3 (global 3): gpu 0000:65:00.0 cuda1 $UUID1, paired network 0000:66:00.0 mlx5_1 (shared with task 1); CPUs 1 set;" ||
         return 1
@@ -672,7 +673,7 @@ c_gres_gpu_bind() {
     # A network mapping does not touch GPUs: unaffected.
     run srun -n 2 --gres=gpu:2 --gpu-bind=closest --map-by-device=network "$PROBE"
     OUT=$(sort <<<"$OUT")
-    expect_rc 0 && expect_out "$(line 0 0 0,1 =mlx5_0 mlx5_0:1; line 1 1 0,1 =mlx5_1 mlx5_1:1)"
+    expect_rc 0 && expect_out "$(line 0 0 0,1 =mlx5_0,mlx5_1 mlx5_0:1; line 1 1 0,1 =mlx5_0,mlx5_1 mlx5_1:1)"
 }
 
 c_gres4_gpus_per_task() {

@@ -221,10 +221,12 @@ c_network() {
 
 c_adapters() {
     set_plugstacks ""
-    # node1's tasks: the GPU and the HCA beside it, PMIX_DEVICE_ID naming the GPU then the HCA.
-    local a0=("CUDA_VISIBLE_DEVICES=${N1_UUID[0]}" NCCL_IB_HCA==mlx5_0 UCX_NET_DEVICES=mlx5_0:1
+    # node1's tasks: the GPU and the HCA beside it, PMIX_DEVICE_ID naming the GPU then the HCA;
+    # UCX each task's own HCA, NCCL_IB_HCA the same list of node1's HCAs in both (NCCL requires
+    # one value on every rank of a node), whichever global ranks node1 holds.
+    local a0=("CUDA_VISIBLE_DEVICES=${N1_UUID[0]}" NCCL_IB_HCA==mlx5_0,mlx5_1 UCX_NET_DEVICES=mlx5_0:1
         "PMIX_DEVICE_ID=gpu://node1::nvml0,fab://${N1_GUID[0]}::${N1_GUID[0]}")
-    local a1=("CUDA_VISIBLE_DEVICES=${N1_UUID[1]}" NCCL_IB_HCA==mlx5_1 UCX_NET_DEVICES=mlx5_1:1
+    local a1=("CUDA_VISIBLE_DEVICES=${N1_UUID[1]}" NCCL_IB_HCA==mlx5_0,mlx5_1 UCX_NET_DEVICES=mlx5_1:1
         "PMIX_DEVICE_ID=gpu://node1::nvml1,fab://${N1_GUID[1]}::${N1_GUID[1]}")
     local none="adapters: node node2 has no network adapter that NCCL_IB_HCA, UCX_NET_DEVICES or PSM3_NIC names"
     # node2 has no adapter: its tasks get their GPU alone, and node2 says so once (never a
