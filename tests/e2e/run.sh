@@ -1292,6 +1292,9 @@ main() {
     mapfile -t G4 < <(grep -o 'name="NVIDIAUUID" value="[^"]*"' "$FIX_4GPU" | sed 's/.*value="//;s/"$//')
     ((${#G4[@]} == 4)) || abort "reading the four GPU UUIDs of $FIX_4GPU"
     cases_init
+    # The plugin reads topology= only from root-only directories: the private copy (a
+    # checkout under /tmp or in a user's home is not one).
+    FIX_4GPU=$E2E_TOPO/${FIX_4GPU##*/}
     # The GRES phase's probe: also the step's cpuset (the task's cpuset cgroup) and the GPU
     # list Slurm gave the step; with HOLD set it then sleeps that long (a job that stays).
     GPROBE=$E2E_DIR/work/gprobe.sh

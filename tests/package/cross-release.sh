@@ -50,7 +50,7 @@ for deb in "$@"; do
     so=$(find "$x" -name map_by_device.so | head -n 1)
     [[ -n $so ]] || { check "$deb holds map_by_device.so" false; continue; }
     E2E_PLUGIN=$so
-    set_plugstack "topology=$E2E_ROOT/topologies/e2e-2gpu.xml"
+    set_plugstack "topology=$E2E_TOPO/e2e-2gpu.xml"
     out=$("$tool" check --plugstack "$E2E_DIR/etc/plugstack.conf" 2>&1)
     status=$?
     err=$(srun -n 1 true 2>&1)
