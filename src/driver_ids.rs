@@ -147,7 +147,16 @@ pub fn fill_identities(devices: &mut [Device], roots: Roots<'_>) {
     for d in devices.iter_mut() {
         let (Some(Identity::Missing { reason }), Some(busid)) = (&d.identity, d.busid) else { continue };
         match lookup(d.vendor, busid, roots) {
-            Ok(Some((id, source))) => d.identity = Some(Identity::Named { id, source }),
+            Ok(Some((id, source))) => {
+                // A GPU hwloc gave no OS device (named by its bus id) takes the name of its
+                // device file, /dev/nvidia<minor>, which gres.conf's File= lines use too.
+                if d.osnames.is_empty() && d.vendor == Vendor::Nvidia {
+                    if let Some(Ok(Some(minor))) = roots.proc_root.map(|root| nvidia_minor(root, busid)) {
+                        d.name = format!("nvidia{minor}");
+                    }
+                }
+                d.identity = Some(Identity::Named { id, source })
+            }
             Ok(None) => {
                 if let Some(path) = driver_file(d.vendor, busid, roots) {
                     d.identity = Some(Identity::Missing { reason: format!("{reason}, and {}", absent(&path)) });

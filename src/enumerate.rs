@@ -6,7 +6,10 @@
 //!   `mlx5_1` and `eno4np0` one adapter: counting OS devices finds nine GPUs on the Turin node
 //!   where there are four.
 //! - GPUs are the functions with a vendor-backend OS device if the topology has any; otherwise
-//!   class-03xx functions with a DRM render node. That keeps out the BMC display adapter
+//!   class-03xx functions with a DRM render node, and NVIDIA's class-03xx functions with no
+//!   DRM device at all (a compute node whose `nvidia` driver runs without `nvidia-drm`, under
+//!   an hwloc without NVML: measured on an H200 node, where hwloc shows the function and
+//!   nothing below it; the driver file names it). That keeps out the BMC display adapter
 //!   (ASPEED `card0`), which hwloc reports with the same OS device type as an H200.
 //!   We match on `Backend` info and names, never on the OS device type or subtype alone,
 //!   which vary with the hwloc that wrote an XML (DGX-2's NVML devices are CoProc there).
@@ -174,12 +177,32 @@ fn by_function<'a>(
     })
 }
 
+/// An NVIDIA display-class function with no DRM device (no `nvidia-drm`) and no vendor OS
+/// device: a GPU that hwloc shows only as its PCI function. Named by its bus id until the
+/// driver file names it (`nvidia<minor>`, `driver_ids::fill_identities`); no PMIx id, which
+/// PMIx builds from an OS device.
+fn bare_nvidia_gpu(topology: &Topology, f: &PciFunction) -> Option<Device> {
+    if !f.is_display() || Vendor::from_pci(f.vendor_id) != Vendor::Nvidia || f.osdevs.iter().any(is_drm) {
+        return None;
+    }
+    let mut d = base_device(topology, DeviceClass::Gpu, Some(f), f.locality, &[]);
+    d.name = f.busid.to_string();
+    d.identity = Some(Identity::Missing {
+        reason: "hwloc reports no device below its PCI function (it was built without NVIDIA's backend, and \
+                 nvidia-drm, which would give it a render node, is not loaded)"
+            .into(),
+    });
+    Some(d)
+}
+
 fn gpus(topology: &Topology, pci: &[&PciFunction], host: &str) -> Vec<Device> {
     let vendor_mode = pci.iter().flat_map(|f| &f.osdevs).any(|o| gpu_backend(o).is_some());
     let mut out = Vec::new();
     for f in pci {
         if vendor_mode {
             out.extend(vendor_gpus(topology, f, host));
+        } else if let Some(d) = bare_nvidia_gpu(topology, f) {
+            out.push(d);
         } else if f.is_display() && f.osdevs.iter().any(is_render_node) {
             let osdevs: Vec<OsDevice> = f.osdevs.iter().filter(|o| is_drm(o)).cloned().collect();
             let mut d = base_device(topology, DeviceClass::Gpu, Some(f), f.locality, &osdevs);

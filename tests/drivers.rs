@@ -161,3 +161,35 @@ fn amd_unique_id_names_drm_only_gcds() {
     assert!(node.devices[gpus[1]].identity_problem().unwrap().contains("zero"));
     assert!(matches!(gpu_plan(&node, 1), Err(PlanError::NoIdentity { .. })));
 }
+
+/// A compute node whose `nvidia` driver runs without `nvidia-drm`, under an hwloc without
+/// NVIDIA's backend (Debian's): hwloc shows each GPU as its PCI function and nothing below it
+/// (measured on an H200 node, `tests/device/`). The GPUs are still the node's, named by the
+/// driver file: `nvidia<minor>` (its `/dev/nvidiaN`) and its UUID, mapped as with NVML.
+#[test]
+fn nvidia_gpus_without_any_os_device_are_found_and_named_by_the_driver_file() {
+    let mut topo = load::from_xml_file(&root("e2e-2gpu-drm.xml")).unwrap();
+    for f in topo.pci.iter_mut().filter(|f| f.vendor_id == 0x10de) {
+        f.osdevs.clear();
+    }
+    let bare =
+        Node::new(topo.clone(), NodeOptions { proc_root: Some(root("drivers/nvidia/proc")), ..NodeOptions::default() });
+    let gpus: Vec<(&str, String)> = bare
+        .devices
+        .iter()
+        .filter(|d| d.class == DeviceClass::Gpu)
+        .map(|d| (d.name.as_str(), d.busid_text()))
+        .collect();
+    assert_eq!(gpus, [("nvidia0", "0000:17:00.0".to_string()), ("nvidia1", "0000:65:00.0".to_string())]);
+    let nvml = Node::new(load::from_xml_file(&root("e2e-2gpu.xml")).unwrap(), NodeOptions::default());
+    let (a, b) = (gpu_plan(&bare, 2).unwrap(), gpu_plan(&nvml, 2).unwrap());
+    for (x, y) in a.tasks.iter().zip(&b.tasks) {
+        assert_eq!(x.env["CUDA_VISIBLE_DEVICES"], y.env["CUDA_VISIBLE_DEVICES"], "driver file and NVML agree");
+        assert_eq!(x.cpus, y.cpus);
+    }
+    // No driver file to read: found, but refused with both fixes and why hwloc shows nothing.
+    let blind = Node::new(topo, NodeOptions::default());
+    let e = gpu_plan(&blind, 1).unwrap_err().to_string();
+    assert!(e.contains("GPU 0000:17:00.0 at 0000:17:00.0") && e.contains("nvidia-drm"), "{e}");
+    assert!(e.contains("NVML") && e.contains("/proc/driver/nvidia/gpus"), "{e}");
+}
