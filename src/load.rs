@@ -499,7 +499,10 @@ fn convert(topo: &hwlocality::Topology) -> Topology {
         };
         let osdevs: Vec<OsDevice> =
             pci.io_children().filter(|c| c.object_type() == ObjectType::OSDevice).map(os_device).collect();
-        if osdevs.is_empty() {
+        // A function with no OS device names nothing, except an NVIDIA GPU whose driver runs
+        // without nvidia-drm under an hwloc without NVML: its driver file names it
+        // (`enumerate`).
+        if osdevs.is_empty() && !(attr.class_id() >> 8 == 0x03 && attr.vendor_id() == 0x10de) {
             continue;
         }
         out.pci.push(PciFunction {

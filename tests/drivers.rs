@@ -168,10 +168,13 @@ fn amd_unique_id_names_drm_only_gcds() {
 /// driver file: `nvidia<minor>` (its `/dev/nvidiaN`) and its UUID, mapped as with NVML.
 #[test]
 fn nvidia_gpus_without_any_os_device_are_found_and_named_by_the_driver_file() {
-    let mut topo = load::from_xml_file(&root("e2e-2gpu-drm.xml")).unwrap();
-    for f in topo.pci.iter_mut().filter(|f| f.vendor_id == 0x10de) {
-        f.osdevs.clear();
-    }
+    // The DRM-only fixture without its DRM devices: the GPUs' PCIDev objects, nothing below.
+    let xml = std::fs::read_to_string(root("e2e-2gpu-drm.xml")).unwrap();
+    let bare_xml: String =
+        xml.lines().filter(|l| !l.contains(r#"osdev_type="1"/>"#)).map(|l| format!("{l}\n")).collect();
+    assert_eq!(xml.lines().count() - bare_xml.lines().count(), 4, "the two cards and two render nodes");
+    let topo = load::from_xml_str(&bare_xml).unwrap();
+    assert!(topo.pci.iter().any(|f| f.vendor_id == 0x10de && f.osdevs.is_empty()), "the loader keeps them");
     let bare =
         Node::new(topo.clone(), NodeOptions { proc_root: Some(root("drivers/nvidia/proc")), ..NodeOptions::default() });
     let gpus: Vec<(&str, String)> = bare
