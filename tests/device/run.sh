@@ -60,8 +60,9 @@ helper() { "$PY" "$HERE/helper.py" "$@"; }
 first_line() { tr '\n' ' ' | sed 's/  */ /g; s/ $//' | cut -c1-2000; }
 
 # Why a GPU that nvidia-smi reports is not one map-by-device can map: what the kernel shows
-# of it. Debian's hwloc has no NVML/CUDA backend, so the engine sees an NVIDIA GPU only
-# through its DRM render node (nvidia-drm) and names it from the driver's information file.
+# of it. Debian's hwloc has no NVML/CUDA backend, so the engine sees an NVIDIA GPU as its PCI
+# function (with a DRM render node where nvidia-drm is loaded) and names it from the driver's
+# information file.
 diagnose_bus() {
     local sys=/sys/bus/pci/devices/$1 info=/proc/driver/nvidia/gpus/$1/information driver
     {
@@ -73,8 +74,8 @@ diagnose_bus() {
             echo "$sys: absent (this kernel's sysfs does not show the GPU at that bus id)"
         fi
         if [[ -r $info ]]; then echo "$info: $(grep -i 'uuid' "$info" | first_line)"; else echo "$info: absent"; fi
-        echo "(map-by-device's hwloc lists an NVIDIA GPU through its render node, renderD*, which nvidia-drm" \
-            "creates, and names it from $info)"
+        echo "(map-by-device's hwloc lists an NVIDIA GPU as its PCI function, or its render node where" \
+            "nvidia-drm runs, and names it from $info)"
     } | show
 }
 
