@@ -14,8 +14,13 @@
 # task/affinity with GresTypes=gpu but no GPU GRES on the node; live discovery with slurmd's
 # topology cache; and hostile local users (security:, some with a test-hooks build).
 # Topologies: topologies/e2e-2gpu.xml (two packages, one core, one GPU and one HCA each),
-# its GPU-without-identity twin e2e-2gpu-drm.xml, and tests/e2e/fixtures/e2e-snc-2gpu.xml
-# (one package, a device per core: bind=package is above the devices' locality).
+# its GPU-without-identity twin e2e-2gpu-drm.xml, e2e-1socket-2gpu.xml (one package: both
+# GPUs and HCAs local to both cores), and tests/e2e/fixtures/e2e-snc-2gpu.xml (one package, a
+# device per core: bind=package is above the devices' locality).
+# The reader cases (reader: ...) check variables with the programs that read them, inside
+# the tasks: libgomp, through tests/e2e/fixtures/omp_places.c (built here with gcc
+# -fopenmp: the place and CPU of each OpenMP thread); numactl --show for the task's binding
+# (lib.sh's E2E_READER_PACKAGES).
 #
 # Prints one line per case, the failing case's commands and output, the daemons' logs if
 # anything failed, and finally exactly "N passed, N failed"; exits 1 on any failure.
@@ -219,6 +224,42 @@ c_admin_omp() {
     run srun -n 2 --map-by-device=none bash -c "$omp"
     OUT=$(sort <<<"$OUT")
     expect_rc 0 && expect_out "$(printf 'task=0 - - -\ntask=1 - - -')"
+}
+
+# --- Cases: each variable read by its real reader (libgomp) inside the task ----------------
+
+# omp_line TASK CPUS THREADS [PLACES BIND]: the omp task's first line (its mask, numactl's
+# reading of it, and the OMP_* the plugin wrote; "-" unset); omp_thread TASK THREAD
+# PLACE/PLACES PROCS CPU: a thread's line (tests/e2e/fixtures/omp_places.c).
+omp_line() {
+    echo "task=$1 cpus=$2 physcpubind=$(expand "$2" | tr ' ' ,) OMP_NUM_THREADS=$3 OMP_PLACES=${4:-cores} OMP_PROC_BIND=${5:-spread}"
+}
+omp_thread() {
+    echo "task=$1 thread=$2 place=$3 procs=$4 cpu=$5"
+}
+
+c_reader_omp() {
+    local one=$E2E_TOPO/e2e-1socket-2gpu.xml
+    # libgomp builds OMP_PLACES=cores from the process's mask (and this machine's cores in
+    # /sys): one place per core of the task. OMP_PROC_BIND=spread with as many threads as
+    # places puts thread i on place i, bound there, so sched_getcpu is its core. So the lines
+    # say: as many threads as the task has cores, each on its own core, all inside the mask.
+    # One package holding both GPUs and both cores: one task that holds both (-c 2: this
+    # phase declares 8 CPUs, so -n 1 alone gets one) gets CPUs 0-1, two threads.
+    set_plugstack "topology=$one"
+    run srun -n 1 -c 2 --map-by-device=gpu:omp "$OMP_TASK"
+    OUT=$(LC_ALL=C sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(omp_line 0 0-1 2; omp_thread 0 0 0/2 0 0; omp_thread 0 1 1/2 1 1)" || return 1
+    # The control: without omp, libgomp still starts a thread per CPU, but places none and
+    # binds none (what omp is for).
+    run srun -n 1 -c 2 --map-by-device=gpu "$OMP_TASK"
+    OUT=$(LC_ALL=C sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(omp_line 0 0-1 - - -; omp_thread 0 0 -1/0 - -; omp_thread 0 1 -1/0 - -)" || return 1
+    # Two tasks, a GPU and a core each: one thread each, on the task's own core.
+    set_plugstack "topology=$FIX"
+    run srun -n 2 --map-by-device=gpu:omp "$OMP_TASK"
+    OUT=$(LC_ALL=C sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(omp_line 0 0 1; omp_thread 0 0 0/1 0 0; omp_line 1 1 1; omp_thread 1 0 0/1 1 1)"
 }
 
 c_default_applies() {
@@ -1186,6 +1227,7 @@ AFFINITY_CASES=(
     "ppr=2: consecutive tasks per GPU|c_ppr"
     "bind=split: two GPUs on one package get a core each; omp tells OpenMP, keeps the job's value|c_split_omp"
     "admin omp = true: OMP_* reach each mapped task; the job's own OMP_* values are kept; omp=false opts out|c_admin_omp"
+    "reader: libgomp (gcc -fopenmp) runs gpu:omp tasks one thread per core, each bound to its own core of the task|c_reader_omp"
     "plugstack default= applies when the job gives no spec|c_default_applies"
     "--map-by-device=none turns the default off|c_default_none"
     "a job's spec overrides the default|c_default_overridden"
@@ -1273,7 +1315,7 @@ main() {
         echo "0 passed, 1 failed"
         exit 1
     fi
-    e2e_install_packages || abort "installing the Debian packages"
+    e2e_install_packages "${E2E_READER_PACKAGES[@]}" || abort "installing the Debian packages"
     e2e_build_plugin || abort "building the plugin"
     cases_fixtures
     # The GRES phase: Slurm's GPU index i is the fixture's i-th GPU in bus order; its UUID is
@@ -1303,6 +1345,20 @@ echo "task=$SLURM_LOCALID cpus=$(grep Cpus_allowed_list /proc/self/status | cut 
 exit 0
 EOF
     chmod 755 "$GPROBE"
+    # The reader cases' tasks. OMP_TASK: the task's mask, numactl's reading of it and its
+    # OMP_* (read here: libgomp binds the initial thread to the first place as it loads), then
+    # what libgomp made of them (tests/e2e/fixtures/omp_places.c, built with this gcc).
+    OMP_TASK=$E2E_DIR/work/omp-task.sh
+    gcc -fopenmp -O -Wall -o "$E2E_DIR/work/omp_places" "$HERE/fixtures/omp_places.c" ||
+        abort "building tests/e2e/fixtures/omp_places.c with gcc -fopenmp"
+    cat >"$OMP_TASK" <<EOF
+#!/bin/bash
+cpus=\$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+phys=\$(numactl --show | sed -n 's/^physcpubind: *//p' | xargs | tr ' ' ,)
+echo "task=\$SLURM_LOCALID cpus=\$cpus physcpubind=\$phys OMP_NUM_THREADS=\${OMP_NUM_THREADS:--} OMP_PLACES=\${OMP_PLACES:--} OMP_PROC_BIND=\${OMP_PROC_BIND:--}"
+exec $E2E_DIR/work/omp_places
+EOF
+    chmod 755 "$OMP_TASK"
     FAKE_PLUGIN=$E2E_DIR/lib/fake_gpu_env.so
     gcc -shared -fPIC -Wall -o "$FAKE_PLUGIN" "$HERE/fixtures/fake_gpu_env.c" || abort "building the test plugin fake_gpu_env.so"
     GRES_CONF=$E2E_DIR/etc/gres-plugin.toml
