@@ -19,7 +19,8 @@
 # device per core: bind=package is above the devices' locality).
 # The reader cases (reader: ...) check variables with the programs that read them, inside
 # the tasks: libgomp, through tests/e2e/fixtures/omp_places.c (built here with gcc
-# -fopenmp: the place and CPU of each OpenMP thread); numactl --show for the task's binding
+# -fopenmp: the place and CPU of each OpenMP thread), and UCX's ucx_info (UCX_NET_DEVICES as
+# UCX parsed it, and the devices it warned it lacks); numactl --show for the task's binding
 # (lib.sh's E2E_READER_PACKAGES).
 #
 # Prints one line per case, the failing case's commands and output, the daemons' logs if
@@ -226,7 +227,7 @@ c_admin_omp() {
     expect_rc 0 && expect_out "$(printf 'task=0 - - -\ntask=1 - - -')"
 }
 
-# --- Cases: each variable read by its real reader (libgomp) inside the task ----------------
+# --- Cases: each variable read by its real reader (libgomp, UCX) inside the task -----------
 
 # omp_line TASK CPUS THREADS [PLACES BIND]: the omp task's first line (its mask, numactl's
 # reading of it, and the OMP_* the plugin wrote; "-" unset); omp_thread TASK THREAD
@@ -260,6 +261,84 @@ c_reader_omp() {
     run srun -n 2 --map-by-device=gpu:omp "$OMP_TASK"
     OUT=$(LC_ALL=C sort <<<"$OUT")
     expect_rc 0 && expect_out "$(omp_line 0 0 1; omp_thread 0 0 0/1 0 0; omp_line 1 1 1; omp_thread 1 0 0/1 1 1)"
+}
+
+# uline TASK VALUE: the UCX task's line for a task given UCX_NET_DEVICES=VALUE that UCX read
+# as written: its configuration parser made the same list of it (ucx_info -c), its exit
+# statuses are 0, and opening a context (ucx_info -p) it warned of exactly those devices,
+# each quoted as written and in that order (this machine has none of them), and of nothing
+# else. (UCX 1.13 and later: "network device 'X' is not available", "network devices
+# 'X','Y' are not available".)
+uline() {
+    local -a e
+    local q
+    IFS=, read -ra e <<<"$2"
+    q=$(printf "'%s'," "${e[@]}")
+    q=${q%,}
+    if ((${#e[@]} == 1)); then
+        q="network device $q is not available"
+    else
+        q="network devices $q are not available"
+    fi
+    echo "task=$1 UCX_NET_DEVICES=$2 config=$2 rc=0,0 said=UCX WARN $q"
+}
+
+# ucx_read_back: every line of OUT (the UCX task's) is the uline of its own value, and each
+# entry of that value is device:port: whatever a fixture made the plugin write, UCX read it
+# as written. (UCX 1.13 checks no syntax: it splits at commas, drops empty entries, and
+# matches each entry verbatim, spaces included, against its devices' "name:port"; more than
+# 64 entries abort it. So the device:port form is this suite's check, after UCX's reading.)
+ucx_read_back() {
+    local l t v e
+    local -a entries
+    [[ -n $OUT ]] || { echo "no task line"; show; return 1; }
+    while read -r l; do
+        t=$(sed -n 's/^task=\([^ ]*\) .*/\1/p' <<<"$l")
+        v=$(sed -n 's/^task=[^ ]* UCX_NET_DEVICES=\([^ ]*\) .*/\1/p' <<<"$l")
+        [[ -n $v && $l == "$(uline "$t" "$v")" ]] ||
+            { printf 'UCX did not read "%s" as written:\n- %s\n+ %s\n' "$v" "$(uline "$t" "$v")" "$l"; return 1; }
+        IFS=, read -ra entries <<<"$v"
+        for e in "${entries[@]}"; do
+            [[ $e =~ ^[A-Za-z0-9_]+:[0-9]+$ ]] || { echo "entry '$e' of $v is not device:port"; return 1; }
+        done
+    done <<<"$OUT"
+}
+
+c_reader_ucx() {
+    # UCX says which devices it read by warning that this machine lacks them.
+    if ucx_info -d 2>/dev/null | grep -q 'Device: mlx5_'; then
+        SKIPS+=("the UCX reader case: this machine has mlx5 adapters, the fixtures' names may exist")
+        return 0
+    fi
+    set_plugstack "topology=$FIX"
+    # network and gpu:adapters: each task its adapter's port; one task with both: a list.
+    run srun -n 2 --map-by-device=network "$UCX_TASK"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(uline 0 mlx5_0:1; uline 1 mlx5_1:1)" || return 1
+    run srun -n 2 --map-by-device=gpu:adapters "$UCX_TASK"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(uline 0 mlx5_0:1; uline 1 mlx5_1:1)" || return 1
+    run srun -n 1 -c 2 --map-by-device=network:ndev=2 "$UCX_TASK"
+    expect_rc 0 && expect_out "$(uline 0 mlx5_0:1,mlx5_1:1)" || return 1
+    # The other e2e fixtures with Mellanox adapters (e2e-4gpu, e2e-2gpu-amd and e2e-nogpu
+    # have none): whatever they make the plugin write, UCX reads as written.
+    local topo spec
+    for topo in "$FIX_DRM" "$FIX_SNC" "$E2E_TOPO/e2e-1socket-2gpu.xml"; do
+        set_plugstack "topology=$topo"
+        for spec in "-n 2 --map-by-device=network" "-n 1 -c 2 --map-by-device=network:ndev=2"; do
+            # shellcheck disable=SC2086 # the spec's words
+            run srun $spec "$UCX_TASK"
+            expect_rc 0 && ucx_read_back || { echo "(${topo##*/}: $spec)"; return 1; }
+        done
+    done
+    run srun -n 2 --map-by-device=gpu:adapters "$UCX_TASK"
+    expect_rc 0 && ucx_read_back || { echo "(e2e-1socket-2gpu.xml: gpu:adapters)"; return 1; }
+    # The check can fail: UCX drops an empty entry without a word, so a value with one is
+    # not read as written (ucx_info -c prints mlx5_0:1,mlx5_1:1).
+    OUT=$(SLURM_LOCALID=0 UCX_NET_DEVICES=mlx5_0:1,,mlx5_1:1 "$UCX_TASK")
+    local why
+    why=$(ucx_read_back) && { echo "the check passed a value UCX does not read as written: $OUT"; return 1; }
+    [[ $why == "UCX did not read"* ]] || { echo "the control failed for another reason: $why"; return 1; }
 }
 
 c_default_applies() {
@@ -1228,6 +1307,7 @@ AFFINITY_CASES=(
     "bind=split: two GPUs on one package get a core each; omp tells OpenMP, keeps the job's value|c_split_omp"
     "admin omp = true: OMP_* reach each mapped task; the job's own OMP_* values are kept; omp=false opts out|c_admin_omp"
     "reader: libgomp (gcc -fopenmp) runs gpu:omp tasks one thread per core, each bound to its own core of the task|c_reader_omp"
+    "reader: UCX (ucx_info) reads every UCX_NET_DEVICES of network and gpu:adapters as written, device:port|c_reader_ucx"
     "plugstack default= applies when the job gives no spec|c_default_applies"
     "--map-by-device=none turns the default off|c_default_none"
     "a job's spec overrides the default|c_default_overridden"
@@ -1358,7 +1438,23 @@ phys=\$(numactl --show | sed -n 's/^physcpubind: *//p' | xargs | tr ' ' ,)
 echo "task=\$SLURM_LOCALID cpus=\$cpus physcpubind=\$phys OMP_NUM_THREADS=\${OMP_NUM_THREADS:--} OMP_PLACES=\${OMP_PLACES:--} OMP_PROC_BIND=\${OMP_PROC_BIND:--}"
 exec $E2E_DIR/work/omp_places
 EOF
-    chmod 755 "$OMP_TASK"
+    # UCX_TASK: one line per task: UCX_NET_DEVICES as the plugin left it, as UCX's parser
+    # read it (ucx_info -c prints the list it made, re-joined), both exit statuses, and what
+    # UCX said opening a context with it (ucx_info -p): every line but the report's own "#"
+    # lines, without the time/host/source prefix and the list of this machine's devices.
+    UCX_TASK=$E2E_DIR/work/ucx-task.sh
+    cat >"$UCX_TASK" <<'EOF'
+#!/bin/bash
+conf=$(ucx_info -c 2>&1)
+rc_c=$?
+said=$(ucx_info -u t -p 2>&1)
+rc_p=$?
+conf=$(sed -n 's/^UCX_NET_DEVICES=//p' <<<"$conf")
+said=$(grep -v '^#' <<<"$said" |
+    sed -E 's/^\[[^]]*\] +\[[^]]*\] +[^ ]+ +//; s/, please use one or more of: .*//; s/ +/ /g' | paste -sd '|')
+echo "task=${SLURM_LOCALID:--} UCX_NET_DEVICES=${UCX_NET_DEVICES-(unset)} config=$conf rc=$rc_c,$rc_p said=$said"
+EOF
+    chmod 755 "$OMP_TASK" "$UCX_TASK"
     FAKE_PLUGIN=$E2E_DIR/lib/fake_gpu_env.so
     gcc -shared -fPIC -Wall -o "$FAKE_PLUGIN" "$HERE/fixtures/fake_gpu_env.c" || abort "building the test plugin fake_gpu_env.so"
     GRES_CONF=$E2E_DIR/etc/gres-plugin.toml
