@@ -54,8 +54,9 @@ SUITES=(
     "bench|tests/e2e/bench.sh"
 )
 # Packages the suites need beyond tests/e2e/lib.sh's E2E_PACKAGES (the build and the local
-# Slurm): the fixture check runs hwloc's own tools; the package suite builds a .deb and an RPM.
-TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm)
+# Slurm): the fixture check runs hwloc's own tools; the package suite builds a .deb and an RPM;
+# the e2e suite's reader cases run UCX and numactl in tasks (lib.sh's E2E_READER_PACKAGES).
+TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm "${E2E_READER_PACKAGES[@]}")
 
 # check_demo OUTPUT RC: README command 1 did what the README shows (each task on its GPU's
 # CPU with its UUID, the network mapping, the refusal of a third task).

@@ -28,6 +28,11 @@ E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # (tests/browser/run.sh adds chromium for the pictures' browser test.)
 E2E_PACKAGES=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev libclang-dev libhwloc-dev
     libhwloc-plugins libudev-dev pkg-config build-essential ca-certificates jq hostname python3 procps hwloc-nox)
+# The real readers that run.sh's reader cases start inside tasks (libgomp, for gcc -fopenmp,
+# comes with build-essential): UCX's ucx_info reads UCX_NET_DEVICES, numactl shows the task's
+# binding. Not in E2E_PACKAGES, which the demo installs too; scripts/test-all.sh installs them
+# with its own before it takes the machine's lock, run.sh again if missing.
+E2E_READER_PACKAGES=(ucx-utils numactl)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""

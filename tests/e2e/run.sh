@@ -14,8 +14,14 @@
 # task/affinity with GresTypes=gpu but no GPU GRES on the node; live discovery with slurmd's
 # topology cache; and hostile local users (security:, some with a test-hooks build).
 # Topologies: topologies/e2e-2gpu.xml (two packages, one core, one GPU and one HCA each),
-# its GPU-without-identity twin e2e-2gpu-drm.xml, and tests/e2e/fixtures/e2e-snc-2gpu.xml
-# (one package, a device per core: bind=package is above the devices' locality).
+# its GPU-without-identity twin e2e-2gpu-drm.xml, e2e-1socket-2gpu.xml (one package: both
+# GPUs and HCAs local to both cores), and tests/e2e/fixtures/e2e-snc-2gpu.xml (one package, a
+# device per core: bind=package is above the devices' locality).
+# The reader cases (reader: ...) check variables with the programs that read them, inside
+# the tasks: libgomp, through tests/e2e/fixtures/omp_places.c (built here with gcc
+# -fopenmp: the place and CPU of each OpenMP thread), and UCX's ucx_info (UCX_NET_DEVICES as
+# UCX parsed it, and the devices it warned it lacks); numactl --show for the task's binding
+# (lib.sh's E2E_READER_PACKAGES).
 #
 # Prints one line per case, the failing case's commands and output, the daemons' logs if
 # anything failed, and finally exactly "N passed, N failed"; exits 1 on any failure.
@@ -220,6 +226,129 @@ c_admin_omp() {
     run srun -n 2 --map-by-device=none bash -c "$omp"
     OUT=$(sort <<<"$OUT")
     expect_rc 0 && expect_out "$(printf 'task=0 - - -\ntask=1 - - -')"
+}
+
+# --- Cases: each variable read by its real reader (libgomp, UCX) inside the task -----------
+
+# omp_line TASK CPUS THREADS [PLACES BIND]: the omp task's first line (its mask, numactl's
+# reading of it, and the OMP_* the plugin wrote; "-" unset); omp_thread TASK THREAD
+# PLACE/PLACES PROCS CPU: a thread's line (tests/e2e/fixtures/omp_places.c).
+omp_line() {
+    echo "task=$1 cpus=$2 physcpubind=$(expand "$2" | tr ' ' ,) OMP_NUM_THREADS=$3 OMP_PLACES=${4:-cores} OMP_PROC_BIND=${5:-spread}"
+}
+omp_thread() {
+    echo "task=$1 thread=$2 place=$3 procs=$4 cpu=$5"
+}
+
+c_reader_omp() {
+    local one=$E2E_TOPO/e2e-1socket-2gpu.xml
+    # libgomp builds OMP_PLACES=cores from the process's mask (and this machine's cores in
+    # /sys): one place per core of the task. OMP_PROC_BIND=spread with as many threads as
+    # places puts thread i on place i, bound there, so sched_getcpu is its core. So the lines
+    # say: as many threads as the task has cores, each on its own core, all inside the mask.
+    # One package holding both GPUs and both cores: one task that holds both (-c 2: this
+    # phase declares 8 CPUs, so -n 1 alone gets one) gets CPUs 0-1, two threads.
+    set_plugstack "topology=$one"
+    run srun -n 1 -c 2 --map-by-device=gpu:omp "$OMP_TASK"
+    OUT=$(LC_ALL=C sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(omp_line 0 0-1 2; omp_thread 0 0 0/2 0 0; omp_thread 0 1 1/2 1 1)" || return 1
+    # The control: without omp, libgomp still starts a thread per CPU, but places none and
+    # binds none (what omp is for).
+    run srun -n 1 -c 2 --map-by-device=gpu "$OMP_TASK"
+    OUT=$(LC_ALL=C sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(omp_line 0 0-1 - - -; omp_thread 0 0 -1/0 - -; omp_thread 0 1 -1/0 - -)" || return 1
+    # Two tasks, a GPU and a core each: one thread each, on the task's own core.
+    set_plugstack "topology=$FIX"
+    run srun -n 2 --map-by-device=gpu:omp "$OMP_TASK"
+    OUT=$(LC_ALL=C sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(omp_line 0 0 1; omp_thread 0 0 0/1 0 0; omp_line 1 1 1; omp_thread 1 0 0/1 1 1)"
+}
+
+# uline TASK VALUE: the UCX task's line for a task given UCX_NET_DEVICES=VALUE that UCX read
+# as written: its configuration parser made the same list of it (ucx_info -c), ucx_info
+# exited 0, and opening a context (ucx_info -p) it warned of exactly those devices, each
+# quoted as written and in that order (this machine has none of them), and of nothing else.
+# (UCX 1.13 on Debian 12 to 1.23 on sid: "network device 'X' is not available", "network
+# devices 'X','Y' are not available".)
+uline() {
+    local -a e
+    local q
+    IFS=, read -ra e <<<"$2"
+    q=$(printf "'%s'," "${e[@]}")
+    q=${q%,}
+    if ((${#e[@]} == 1)); then
+        q="network device $q is not available"
+    else
+        q="network devices $q are not available"
+    fi
+    echo "task=$1 UCX_NET_DEVICES=$2 config=$2 rc=0 said=UCX WARN $q"
+}
+
+# ucx_read_back: every line of OUT (the UCX task's) is the uline of its own value, and each
+# entry of that value is device:port: whatever a fixture made the plugin write, UCX read it
+# as written. (UCX checks no syntax here, 1.13 to 1.23 alike: it splits at commas, drops
+# empty entries, and matches each entry verbatim, spaces included, against its devices'
+# names; more than 64 entries abort it. So the device:port form is this suite's check,
+# after UCX's reading.)
+ucx_read_back() {
+    local l t v e
+    local -a entries
+    [[ -n $OUT ]] || { echo "no task line"; show; return 1; }
+    while read -r l; do
+        t=$(sed -n 's/^task=\([^ ]*\) .*/\1/p' <<<"$l")
+        v=$(sed -n 's/^task=[^ ]* UCX_NET_DEVICES=\([^ ]*\) .*/\1/p' <<<"$l")
+        [[ -n $v && $l == "$(uline "$t" "$v")" ]] ||
+            { printf 'UCX did not read "%s" as written:\n- %s\n+ %s\n' "$v" "$(uline "$t" "$v")" "$l"; return 1; }
+        IFS=, read -ra entries <<<"$v"
+        for e in "${entries[@]}"; do
+            [[ $e =~ ^[A-Za-z0-9_]+:[0-9]+$ ]] || { echo "entry '$e' of $v is not device:port"; return 1; }
+        done
+    done <<<"$OUT"
+}
+
+c_reader_ucx() {
+    # UCX says which devices it read by warning that this machine lacks them.
+    if ucx_info -d 2>/dev/null | grep -q 'Device: mlx5_'; then
+        SKIPS+=("the UCX reader case: this machine has mlx5 adapters, the fixtures' names may exist")
+        return 0
+    fi
+    set_plugstack "topology=$FIX"
+    # network and gpu:adapters: each task its adapter's port; one task with both: a list.
+    run srun -n 2 --map-by-device=network "$UCX_TASK"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(uline 0 mlx5_0:1; uline 1 mlx5_1:1)" || return 1
+    run srun -n 2 --map-by-device=gpu:adapters "$UCX_TASK"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(uline 0 mlx5_0:1; uline 1 mlx5_1:1)" || return 1
+    run srun -n 1 -c 2 --map-by-device=network:ndev=2 "$UCX_TASK"
+    expect_rc 0 && expect_out "$(uline 0 mlx5_0:1,mlx5_1:1)" || return 1
+    # The other e2e fixtures with Mellanox adapters (e2e-4gpu, e2e-2gpu-amd and e2e-nogpu
+    # have none): whatever their tasks are given (the probe's, which starts no UCX: each
+    # ucx_info start takes 0.4 s on sid) UCX reads as written, each new value once.
+    local -A seen=([mlx5_0:1]=1 [mlx5_1:1]=1 [mlx5_0:1,mlx5_1:1]=1)
+    local one=$E2E_TOPO/e2e-1socket-2gpu.xml run_spec spec v
+    for run_spec in "$FIX_DRM|-n 2 --map-by-device=network" "$FIX_DRM|-n 1 -c 2 --map-by-device=network:ndev=2" \
+        "$FIX_SNC|-n 2 --map-by-device=network" "$FIX_SNC|-n 1 -c 2 --map-by-device=network:ndev=2" \
+        "$FIX_SNC|-n 2 --map-by-device=gpu:adapters" "$one|-n 2 --map-by-device=network" \
+        "$one|-n 1 -c 2 --map-by-device=network:ndev=2" "$one|-n 2 --map-by-device=gpu:adapters"; do
+        set_plugstack "topology=${run_spec%%|*}"
+        spec=${run_spec#*|}
+        # shellcheck disable=SC2086 # the spec's words
+        probe $spec
+        expect_rc 0 || { echo "(${run_spec##*/})"; return 1; }
+        for v in $(sed 's/.* UCX_NET_DEVICES=//' <<<"$OUT"); do
+            [[ -z ${seen[$v]:-} ]] || continue
+            OUT=$(UCX_NET_DEVICES=$v "$UCX_TASK")
+            ucx_read_back || { echo "(${run_spec##*/})"; return 1; }
+            seen[$v]=1
+        done
+    done
+    # The check can fail: UCX drops an empty entry without a word, so a value with one is
+    # not read as written (ucx_info -c prints mlx5_0:1,mlx5_1:1).
+    OUT=$(UCX_NET_DEVICES=mlx5_0:1,,mlx5_1:1 "$UCX_TASK")
+    local why
+    why=$(ucx_read_back) && { echo "the check passed a value UCX does not read as written: $OUT"; return 1; }
+    [[ $why == "UCX did not read"* ]] || { echo "the control failed for another reason: $why"; return 1; }
 }
 
 c_default_applies() {
@@ -1187,6 +1316,8 @@ AFFINITY_CASES=(
     "ppr=2: consecutive tasks per GPU|c_ppr"
     "bind=split: two GPUs on one package get a core each; omp tells OpenMP, keeps the job's value|c_split_omp"
     "admin omp = true: OMP_* reach each mapped task; the job's own OMP_* values are kept; omp=false opts out|c_admin_omp"
+    "reader: libgomp (gcc -fopenmp) runs gpu:omp tasks one thread per core, each bound to its own core of the task|c_reader_omp"
+    "reader: UCX (ucx_info) reads every UCX_NET_DEVICES of network and gpu:adapters as written, device:port|c_reader_ucx"
     "plugstack default= applies when the job gives no spec|c_default_applies"
     "--map-by-device=none turns the default off|c_default_none"
     "a job's spec overrides the default|c_default_overridden"
@@ -1274,7 +1405,7 @@ main() {
         echo "0 passed, 1 failed"
         exit 1
     fi
-    e2e_install_packages || abort "installing the Debian packages"
+    e2e_install_packages "${E2E_READER_PACKAGES[@]}" || abort "installing the Debian packages"
     e2e_build_plugin || abort "building the plugin"
     cases_fixtures
     # The GRES phase: Slurm's GPU index i is the fixture's i-th GPU in bus order; its UUID is
@@ -1307,6 +1438,35 @@ echo "task=$SLURM_LOCALID cpus=$(grep Cpus_allowed_list /proc/self/status | cut 
 exit 0
 EOF
     chmod 755 "$GPROBE"
+    # The reader cases' tasks. OMP_TASK: the task's mask, numactl's reading of it and its
+    # OMP_* (read here: libgomp binds the initial thread to the first place as it loads), then
+    # what libgomp made of them (tests/e2e/fixtures/omp_places.c, built with this gcc).
+    OMP_TASK=$E2E_DIR/work/omp-task.sh
+    gcc -fopenmp -O -Wall -o "$E2E_DIR/work/omp_places" "$HERE/fixtures/omp_places.c" ||
+        abort "building tests/e2e/fixtures/omp_places.c with gcc -fopenmp"
+    cat >"$OMP_TASK" <<EOF
+#!/bin/bash
+cpus=\$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+phys=\$(numactl --show | sed -n 's/^physcpubind: *//p' | xargs | tr ' ' ,)
+echo "task=\$SLURM_LOCALID cpus=\$cpus physcpubind=\$phys OMP_NUM_THREADS=\${OMP_NUM_THREADS:--} OMP_PLACES=\${OMP_PLACES:--} OMP_PROC_BIND=\${OMP_PROC_BIND:--}"
+exec $E2E_DIR/work/omp_places
+EOF
+    # UCX_TASK: one line per task: UCX_NET_DEVICES as the plugin left it, as UCX's parser
+    # read it (ucx_info -c prints the list it made, re-joined), ucx_info's exit status, and
+    # what UCX said opening a context with it (-p): every line but the report's own ("#")
+    # and the configuration's, without the time/host/source prefix and the list of this
+    # machine's devices. One ucx_info: on sid (UCX 1.23) each start takes 0.4 s.
+    UCX_TASK=$E2E_DIR/work/ucx-task.sh
+    cat >"$UCX_TASK" <<'EOF'
+#!/bin/bash
+info=$(ucx_info -c -u t -p 2>&1)
+rc=$?
+conf=$(sed -n 's/^UCX_NET_DEVICES=//p' <<<"$info")
+said=$(grep -v -e '^#' -e '^UCX_[A-Z0-9_]*=' <<<"$info" |
+    sed -E 's/^\[[^]]*\] +\[[^]]*\] +[^ ]+ +//; s/, please use one or more of: .*//; s/ +/ /g' | paste -sd '|')
+echo "task=${SLURM_LOCALID:--} UCX_NET_DEVICES=${UCX_NET_DEVICES-(unset)} config=$conf rc=$rc said=$said"
+EOF
+    chmod 755 "$OMP_TASK" "$UCX_TASK"
     FAKE_PLUGIN=$E2E_DIR/lib/fake_gpu_env.so
     gcc -shared -fPIC -Wall -o "$FAKE_PLUGIN" "$HERE/fixtures/fake_gpu_env.c" || abort "building the test plugin fake_gpu_env.so"
     GRES_CONF=$E2E_DIR/etc/gres-plugin.toml
