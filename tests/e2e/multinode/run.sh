@@ -84,7 +84,7 @@ expect_fail() {
 expect_out() {
     [[ $OUT == "$1" ]] && return 0
     echo "unexpected task output (- expected, + got):"
-    diff <(printf '%s\n' "$1") <(printf '%s\n' "$OUT") | sed -n '/^[<>]/s/^</-/;s/^>/+/p'
+    diff <(printf '%s\n' "$1") <(printf '%s\n' "$OUT") | sed -n 's/^</-/p;s/^>/+/p'
     show
     return 1
 }
