@@ -70,11 +70,16 @@ fn valid_nccl(v: &str) -> bool {
     v.strip_prefix('=').is_some_and(|rest| each(rest, is_name))
 }
 
-/// `name:port,name:port`.
+/// The most entries UCX reads from `UCX_NET_DEVICES`: with more it aborts (an assertion on
+/// its device array, `count <= 64`, in UCX 1.13 and 1.23; measured with `ucx_info`).
+pub const UCX_MAX_DEVICES: usize = 64;
+
+/// `name:port,name:port`, at most [`UCX_MAX_DEVICES`] of them.
 fn valid_ucx(v: &str) -> bool {
-    each(v, |i| {
-        i.split_once(':').is_some_and(|(n, p)| is_name(n) && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-    })
+    v.split(',').count() <= UCX_MAX_DEVICES
+        && each(v, |i| {
+            i.split_once(':').is_some_and(|(n, p)| is_name(n) && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 /// `name`, or `@(name|name)`.
@@ -189,13 +194,26 @@ fn nccl(c: &Context) -> Computed {
 }
 
 /// UCX matches `device:port` exactly and takes no glob: one entry per active port; an
-/// adapter without an active port is left out, with a warning.
+/// adapter without an active port is left out, with a warning. More entries than UCX reads
+/// (it aborts) are not written either: the warning says so.
 fn ucx(c: &Context) -> Computed {
     let ofa: Vec<&&Device> = c.devs.iter().filter(|d| is_mellanox_ofa(d)).collect();
-    let value = join(ofa.iter().flat_map(|d| {
-        let name = d.ofed_name.clone().unwrap_or_default();
-        d.active_ports.iter().map(move |p| format!("{name}:{p}")).collect::<Vec<_>>()
-    }));
+    let ports: Vec<String> = ofa
+        .iter()
+        .flat_map(|d| {
+            let name = d.ofed_name.clone().unwrap_or_default();
+            d.active_ports.iter().map(move |p| format!("{name}:{p}")).collect::<Vec<_>>()
+        })
+        .collect();
+    if ports.len() > UCX_MAX_DEVICES {
+        let warning = format!(
+            "UCX_NET_DEVICES would name {} adapter ports, more than the {UCX_MAX_DEVICES} UCX reads (it aborts): not \
+             set; give each task fewer adapters (ndev=)",
+            ports.len()
+        );
+        return (None, Some(warning));
+    }
+    let value = join(ports.into_iter());
     let idle: Vec<&str> = ofa.iter().filter(|d| d.active_ports.is_empty()).map(|d| d.name.as_str()).collect();
     let warning = (!idle.is_empty()).then(|| {
         let (reports, it) = if idle.len() == 1 { ("reports", "it") } else { ("report", "them") };
@@ -499,6 +517,27 @@ mod tests {
         assert!(ids.iter().all(|v| slurm_gpu_variables().any(|s| s == *v)));
     }
 
+    /// More ports than UCX reads (it aborts past 64): no UCX_NET_DEVICES, and a warning that
+    /// says why; NCCL_IB_HCA, which has no such bound, still names them.
+    #[test]
+    fn ucx_gets_no_more_ports_than_it_reads() {
+        use crate::test_support::pci::{br, hca, node};
+        let n = node((1..=65).map(|b| hca(b, 1, vec![br(None, b)])).collect());
+        let devs: Vec<&Device> = n.devices.iter().collect();
+        let inputs = Inputs {
+            node_hcas: None,
+            task_env: &BTreeMap::new(),
+            discovery_model: None,
+            mode: EnvMode::All,
+            omp: None,
+        };
+        let (vars, warnings) = task_env(&devs, &inputs).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!vars.contains_key("UCX_NET_DEVICES") && vars.contains_key("NCCL_IB_HCA"), "{vars:?}");
+        assert!(warnings.iter().any(|w| w.contains("65 adapter ports, more than the 64 UCX reads")), "{warnings:?}");
+        let (vars, _) = task_env(&devs[..64], &inputs).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(vars["UCX_NET_DEVICES"].split(',').count(), 64);
+    }
+
     #[test]
     fn grammars_take_what_runtimes_take_and_nothing_else() {
         assert!(valid_cuda("GPU-0e18d434-10b9-d275-6665-5047cb2555fa,GPU-96c8418c"));
@@ -506,6 +545,8 @@ mod tests {
         assert!(valid_rocr("GPU-0123456789abcdef") && !valid_rocr("GPU-0123") && !valid_rocr("GPU-0123456789abcdeg"));
         assert!(valid_nccl("=mlx5_0,mlx5_1") && !valid_nccl("mlx5_0") && !valid_nccl("=mlx5_0=x"));
         assert!(valid_ucx("mlx5_0:1,mlx5_1:2") && !valid_ucx("mlx5_0") && !valid_ucx("mlx5_0:1 x"));
+        let ports = |n: usize| (0..n).map(|i| format!("mlx5_{i}:1")).collect::<Vec<_>>().join(",");
+        assert!(valid_ucx(&ports(UCX_MAX_DEVICES)) && !valid_ucx(&ports(UCX_MAX_DEVICES + 1)));
         assert!(valid_psm3("hfi1_0") && valid_psm3("@(hfi1_0|hfi1_1)") && !valid_psm3("hfi1_0;rm"));
         assert!(valid_pmix("gpu://node07::nvml0,fab://9c63:c003:00fb:7458::9c63:c003:00fb:7458"));
         assert!(valid_pmix("ipv4://00:11:22:33:44:55,blk://nvme0n1"));

@@ -231,10 +231,10 @@ c_admin_omp() {
 # --- Cases: each variable read by its real reader (libgomp, UCX) inside the task -----------
 
 # omp_line TASK CPUS THREADS [PLACES BIND]: the omp task's first line (its mask, numactl's
-# reading of it, and the OMP_* the plugin wrote; "-" unset); omp_thread TASK THREAD
+# and hwloc-bind's readings of it, and the OMP_* the plugin wrote; "-" unset); omp_thread TASK THREAD
 # PLACE/PLACES PROCS CPU: a thread's line (tests/e2e/fixtures/omp_places.c).
 omp_line() {
-    echo "task=$1 cpus=$2 physcpubind=$(expand "$2" | tr ' ' ,) OMP_NUM_THREADS=$3 OMP_PLACES=${4:-cores} OMP_PROC_BIND=${5:-spread}"
+    echo "task=$1 cpus=$2 physcpubind=$(expand "$2" | tr ' ' ,) hwloc=$(expand "$2" | tr ' ' ,) OMP_NUM_THREADS=$3 OMP_PLACES=${4:-cores} OMP_PROC_BIND=${5:-spread}"
 }
 omp_thread() {
     echo "task=$1 thread=$2 place=$3 procs=$4 cpu=$5"
@@ -1448,7 +1448,8 @@ EOF
 #!/bin/bash
 cpus=\$(grep Cpus_allowed_list /proc/self/status | cut -f2)
 phys=\$(numactl --show | sed -n 's/^physcpubind: *//p' | xargs | tr ' ' ,)
-echo "task=\$SLURM_LOCALID cpus=\$cpus physcpubind=\$phys OMP_NUM_THREADS=\${OMP_NUM_THREADS:--} OMP_PLACES=\${OMP_PLACES:--} OMP_PROC_BIND=\${OMP_PROC_BIND:--}"
+hwloc=\$(hwloc-calc --physical-output --intersect pu "\$(hwloc-bind --get)")
+echo "task=\$SLURM_LOCALID cpus=\$cpus physcpubind=\$phys hwloc=\$hwloc OMP_NUM_THREADS=\${OMP_NUM_THREADS:--} OMP_PLACES=\${OMP_PLACES:--} OMP_PROC_BIND=\${OMP_PROC_BIND:--}"
 exec $E2E_DIR/work/omp_places
 EOF
     # UCX_TASK: one line per task: UCX_NET_DEVICES as the plugin left it, as UCX's parser
