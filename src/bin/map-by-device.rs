@@ -169,7 +169,8 @@ struct PlanArgs {
     #[arg(long)]
     json: bool,
     /// Print a table that fits a terminal: each task's devices by name, its CPUs, and its
-    /// variables (long values such as UUIDs by name only).
+    /// variables (long values such as UUIDs by name only; a long value every task has alike,
+    /// such as the node's NCCL_IB_HCA, once below the table).
     #[arg(long, conflicts_with = "json")]
     short: bool,
     /// Also draw the plan as an SVG picture in FILE (written for a refused plan too).
