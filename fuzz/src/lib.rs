@@ -134,6 +134,11 @@ pub fn check_plan(node: &Node, spec: &Spec, facts: &StepFacts, outcome: &Result<
     for w in &plan.warnings {
         assert_message("plan warning", w, 64 * 1024);
     }
+    // NCCL requires one NCCL_IB_HCA on every rank of a node: every task that gets one, and
+    // then every task, has the same.
+    let hcas: std::collections::BTreeSet<Option<&String>> =
+        plan.tasks.iter().map(|t| t.env.get("NCCL_IB_HCA")).collect();
+    assert!(hcas.len() <= 1, "NCCL_IB_HCA differs between tasks of the node: {hcas:?}");
 }
 
 /// A task's devices: `ndev` distinct ones, of the requested class or the named device, and
