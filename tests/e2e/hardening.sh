@@ -15,7 +15,9 @@
 # - hostile users (nobody): HWLOC_* and the option's environment form at the largest size
 #   execve passes, with newlines, ndev=18446744073709551616; a spec in #SBATCH and in the
 #   environment form; a megabyte #SBATCH line; a NUL in a script; a world-writable cache_dir
-#   with symlinks planted in it;
+#   with symlinks planted in it; newlines forged into slurmd.log through the option's
+#   slurmstepd-side environment form, a CUDA_VISIBLE_DEVICES id and SLURMD_NODENAME
+#   (GresTypes=gpu, so that the plugin reads Slurm's *_VISIBLE_DEVICES);
 # - faults: slurmd restarted (and killed) while steps run; the cache truncated, replaced or
 #   made unreadable between steps; topology= removed after slurmd started; devices that
 #   vanish from topology= or from the cache (and, with GRES, from under Slurm's GPU list); a
@@ -450,6 +452,70 @@ c_hostile_world_writable_cache_dir() {
     return $ok
 }
 
+# --- Cases: forged log lines (as nobody; GresTypes=gpu, so Slurm's *_VISIBLE_DEVICES are read) --
+
+forge_setup() {
+    set_plugstack "topology=$FIX"
+    FORGE_CONF=$E2E_DIR/etc/forge.toml
+    printf 'require_step_gpus = true\n' >"$FORGE_CONF" && chmod 644 "$FORGE_CONF"
+    FORGE_BIG=$E2E_DIR/work/forge-big
+    big "$FORGE_BIG" $((131072 - 64)) "gpu:"
+}
+
+# no_forged_line MARKER: no line of slurmd.log since the mark, nor of ERR, holds MARKER except
+# after the plugin's own prefix on the same line (a newline of the job's value would start a
+# line of its own: "[2026-...] error: MARKER ...").
+no_forged_line() {
+    local forged
+    forged=$({
+        tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log"
+        printf '%s\n' "$ERR"
+    } | grep -F -- "$1" | grep -vF 'map-by-device: ')
+    [[ -z $forged ]] && return 0
+    echo "a forged line reached slurmd.log or the terminal:"
+    printf '%s\n' "$forged" | cut -c1-300
+    return 1
+}
+
+# A forged line as slurmd would write it: Slurm's timestamp and level, then MARKER's words.
+forgery() { printf '\n[2026-12-04T15:00:00.000] error: %s: security violation: node %s drained by admin' "$1" "$E2E_NODE"; }
+
+c_hostile_forged_log_lines() {
+    local ok=0 before after
+    # 1. The option's value through slurmstepd's own environment form, which srun ignores and
+    #    hands on unchecked: the step's refusal quotes it.
+    log_mark
+    run as_nobody env "_SLURM_SPANK_OPTION_map_by_device_map_by_device=gpu:bogus$(forgery FORGED-BY-OPTION)" \
+        srun --chdir=/tmp -n 1 true
+    expect_rc 1 && log_has 'invalid --map-by-device="gpu:bogus\n[2026-12-04T15:00:00.000] error: FORGED' &&
+        no_forged_line FORGED-BY-OPTION || { echo "(option's environment form)"; ok=1; }
+    # 2. An id in CUDA_VISIBLE_DEVICES, which the plugin reads as Slurm's where gres/gpu runs:
+    #    the job's own value when the step has no GPU.
+    log_mark
+    run as_nobody env "CUDA_VISIBLE_DEVICES=GPU-0$(forgery FORGED-BY-ID)" srun --chdir=/tmp -n 1 --map-by-device=gpu true
+    expect_rc 1 && log_has 'Slurm gave the step GPU GPU-0\n[2026-12-04T15:00:00.000] error: FORGED-BY-ID' &&
+        no_forged_line FORGED-BY-ID || { echo "(CUDA_VISIBLE_DEVICES)"; ok=1; }
+    # 3. The job's SLURMD_NODENAME is not the node's name: a refusal names the host.
+    set_plugstack "topology=$FIX config=$FORGE_CONF"
+    log_mark
+    run as_nobody env "SLURMD_NODENAME=x$(forgery FORGED-BY-NODENAME)" srun --chdir=/tmp -n 1 --map-by-device=gpu true
+    expect_rc 1 && log_has "the step has no GPUs on $(hostname) (Slurm set no SLURM_STEP_GPUS)" &&
+        no_forged_line FORGED-BY-NODENAME || { echo "(SLURMD_NODENAME)"; ok=1; }
+    set_plugstack "topology=$FIX"
+    # 4. 128 kB of spec in the environment form: the step's lines stay short.
+    log_mark
+    before=$(stat -c %s "$E2E_DIR/log/slurmd.log")
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" bash -c \
+        '_SLURM_SPANK_OPTION_map_by_device_map_by_device=$(<"$1") exec srun --chdir=/tmp -n 1 true' - "$FORGE_BIG"
+    expect_rc 1 && log_has "is longer than 1024 bytes" || { echo "(128 kB spec)"; ok=1; }
+    after=$(stat -c %s "$E2E_DIR/log/slurmd.log")
+    FIGURES+=("forged lines: a step refused for a 128 kB spec added $((after - before)) bytes to slurmd.log")
+    echo "${FIGURES[-1]}"
+    ((after - before < 16384)) || { echo "the step's log is not bounded"; ok=1; }
+    node_idle || ok=1
+    return $ok
+}
+
 # --- Cases: faults -------------------------------------------------------------------------------
 
 fault_setup() {
@@ -778,6 +844,10 @@ HOSTILE_CASES=(
     "hostile: a world-writable cache_dir with planted symlinks: refused by root, targets untouched|c_hostile_world_writable_cache_dir"
 )
 
+FORGE_CASES=(
+    "hostile: newlines in the option's environment form, a CUDA_VISIBLE_DEVICES id, SLURMD_NODENAME: no forged line in slurmd.log|c_hostile_forged_log_lines"
+)
+
 FAULT_CASES=(
     "fault: slurmd stopped or killed while a step runs: the step ends mapped, the new slurmd's cache is used|c_fault_slurmd_restart"
     "fault: the cache truncated, replaced or unreadable between steps: live discovery, said in slurmd.log|c_fault_cache_spoiled"
@@ -850,6 +920,7 @@ EOF
 
     run_phase affinity load_setup "${LOAD_CASES[@]}"
     run_phase affinity hostile_setup "${HOSTILE_CASES[@]}"
+    run_phase affinity-gres-types forge_setup "${FORGE_CASES[@]}"
     run_phase affinity fault_setup "${FAULT_CASES[@]}"
     if e2e_cgroup_v1_available; then
         run_phase gres - "${FAULT_GRES_CASES[@]}"
