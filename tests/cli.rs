@@ -762,6 +762,28 @@ fn check_names_the_release_and_refuses_another() {
     assert!(out.contains("which is not a plugin Slurm can load (not an ELF file)"), "{out}");
 }
 
+/// `check` asks the installed Slurm's slurmd for the node's release by its path: a `slurmd`
+/// earlier in root's PATH is never run (issue 27).
+#[test]
+fn check_runs_the_installed_slurmd_not_one_on_path() {
+    let dir = TempDir::new("slurmd-path");
+    let test = "check_runs_the_installed_slurmd_not_one_on_path";
+    let Some(plugin) = slurm_plugin_copy(&dir, "lib/map_by_device.so", test) else { return };
+    let conf = dir.file("plugstack.conf", &format!("required {plugin}\n"));
+    let marker = dir.0.join("ran");
+    let fake = dir.file("bin/slurmd", &format!("#!/bin/sh\ntouch '{}'\necho 'slurm 99.99.0'\n", marker.display()));
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", dir.0.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let o = Command::new(BIN)
+        .args(["check", "--topology", &topo("turin-h200.xml"), "--plugstack", &conf])
+        .env("PATH", path)
+        .env_remove("SLURM_CONF")
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(!marker.exists() && !out.contains("99.99"), "the slurmd on PATH ran:\n{out}");
+}
+
 #[test]
 fn check_reports_cache_and_step_gpu_settings() {
     let Some(dir) = TempDir::trusted("settings") else { return };

@@ -434,7 +434,9 @@ fn plugin_version(path: &Path) -> Result<SlurmVersion, String> {
 /// else, on a node without slurmd, the `plugin_version` of one of Slurm's own plugins in the
 /// directories of `plugin_paths` or Slurm's usual plugin directories (the installed release).
 fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
-    let slurmd = std::process::Command::new("slurmd").arg("-V").output();
+    let slurmd = installed_slurmd(plugin_paths)
+        .ok_or_else(|| std::io::Error::other("none installed where root may run it"))
+        .and_then(|path| std::process::Command::new(path).arg("-V").env_clear().output());
     if let Ok(out) = &slurmd {
         if let Some(version) = SlurmVersion::from_version_output(&String::from_utf8_lossy(&out.stdout)) {
             return Ok(NodeSlurm { version, source: "slurmd -V".into() });
@@ -456,6 +458,36 @@ fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
         Ok(out) => format!("slurmd -V printed {:?}", String::from_utf8_lossy(&out.stdout).trim()),
         Err(e) => format!("no slurmd to ask ({e}) and no task_affinity.so in Slurm's plugin directories"),
     })
+}
+
+/// The installed Slurm's `slurmd`, by its path, never through `PATH` (`check` runs as root,
+/// and a directory early in root's `PATH` need not be root's): `sbin/slurmd` beside the
+/// plugin directories' prefixes (`/usr/lib/x86_64-linux-gnu/slurm-wlm` -> `/usr/sbin`,
+/// `/opt/slurm/lib/slurm` -> `/opt/slurm/sbin`), then `/usr/sbin`, `/usr/local/sbin`; only
+/// one root may trust ([`trusted_executable`]) is run.
+fn installed_slurmd(plugin_paths: &[&Path]) -> Option<PathBuf> {
+    let beside = plugin_paths.iter().flat_map(|p| p.ancestors().skip(2).take(3)).map(|prefix| prefix.join("sbin"));
+    let usual = ["/usr/sbin", "/usr/local/sbin"].into_iter().map(PathBuf::from);
+    beside.chain(usual).find_map(|dir| trusted_executable(dir.join("slurmd")))
+}
+
+/// `path` if it is a file root may run: by the `trusted_fs` rule (root's, in directories only
+/// root can write, writable only by root). A symbolic link in such a directory is root's
+/// choice (Debian's alternatives: `/usr/sbin/slurmd` -> `/etc/alternatives/slurmd` ->
+/// `/usr/sbin/slurmd-wlm`), so it is followed, and where it leads is checked the same way.
+fn trusted_executable(mut path: PathBuf) -> Option<PathBuf> {
+    use map_by_device::trusted_fs::{problem, Kind, TrustedDir};
+    for _ in 0..8 {
+        let dir = TrustedDir::open(path.parent()?).ok()?;
+        let meta = dir.stat(path.file_name()?.to_str()?).ok()??;
+        if meta.kind == Kind::Symlink {
+            let target = std::fs::read_link(&path).ok()?;
+            path = path.parent()?.join(target);
+            continue;
+        }
+        return problem(Kind::File, meta.kind, meta.uid, meta.mode).is_none().then_some(path);
+    }
+    None
 }
 
 /// `check`: resolves the settings as the plugin would, loads the node, and reports.
