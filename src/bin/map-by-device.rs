@@ -723,11 +723,13 @@ fn write_output(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     }
     let (file, temp) = new_file_beside(&dir)?;
     let written = (&file).write_all(contents).and_then(|()| file.sync_all());
-    // SAFETY: `dir` is open, both names are NUL-terminated strings alive for the call.
     let renamed = written.and_then(|()| {
-        match unsafe { libc::renameat(dir.as_raw_fd(), temp.as_ptr(), dir.as_raw_fd(), c_name.as_ptr()) } {
-            0 => Ok(()),
-            _ => Err(std::io::Error::last_os_error()),
+        // SAFETY: `dir` is open, both names are NUL-terminated strings alive for the call.
+        let rc = unsafe { libc::renameat(dir.as_raw_fd(), temp.as_ptr(), dir.as_raw_fd(), c_name.as_ptr()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
         }
     });
     if renamed.is_err() {
