@@ -299,6 +299,101 @@ c_load_live_discovery() {
 LIVE_STEPS=20
 LIVE_CONCURRENT=4
 
+# slurmd_start_as CMD...: slurmd -D -N NODE started through CMD (which must exec it, so that
+# $! is slurmd's pid), waited for as e2e_slurmd_start waits.
+slurmd_start_as() {
+    local log=$E2E_DIR/log/slurmd.log mark
+    mark=$(wc -l <"$log")
+    "$@" slurmd -D -N "$E2E_NODE" >>"$E2E_DIR/log/slurmd.out" 2>&1 &
+    E2E_PIDS[slurmd]=$!
+    e2e_wait_for "tail -n +$((mark + 1)) '$log' | grep -q 'slurmd started on'" 60 &&
+        e2e_wait_for "[[ \$(sinfo -h -n $E2E_NODE -o %t) == idle ]]" 60
+}
+
+# with_hidepid CMD...: CMD in a mount namespace of its own whose /proc is mounted hidepid=2
+# (Linux 5.8+: each procfs mount has its own options; the machine's /proc is not touched).
+with_hidepid() { unshare -m --propagation private sh -c 'mount -t proc -o hidepid=2 proc /proc && exec "$@"' - "$@"; }
+
+# planning_ms N SPEC: N one-task mapped steps as nobody; PLAN_MS is the planning times
+# user_init logged ("planned 1 tasks for SPEC in X ms", slurmd's cache included), sorted.
+planning_ms() {
+    local i
+    log_mark
+    for ((i = 0; i < $1; i++)); do
+        run as_nobody srun --chdir=/tmp -n 1 --map-by-device="$2" "$HPROBE"
+        expect_rc 0 && expect_live 1 || return 1
+    done
+    e2e_wait_for "(( \$(tail -n +$((LOG_MARK + 1)) '$E2E_DIR/log/slurmd.log' | grep -c 'planned 1 tasks for') >= $1 ))" 10
+    PLAN_MS=$(tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" |
+        sed -n 's/.*map-by-device: planned 1 tasks for [^ ]* in \([0-9.]*\) ms.*/\1/p' | sort -n | tr '\n' ' ')
+    USED_CACHE=$(tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep -c "topology from slurmd's cache")
+}
+
+c_load_lock_flood() {
+    # Another unprivileged user holds 100,000 POSIX locks (alternating bytes of one file:
+    # none merge); slurmd's pid cannot prove the cache's writer alive (hidepid=2 hides slurmd
+    # from the job's user, as a daemonizing slurmd's new pid would on 22.05-24.05). A mapped
+    # step still plans from slurmd's cache in its usual milliseconds.
+    local ok=0 flood=$E2E_DIR/work/flood before flooder
+    e2e_slurmd_stop
+    if ! slurmd_start_as with_hidepid; then
+        e2e_slurmd_stop
+        SKIPS+=("the lock flood under hidepid=2: no procfs mount with hidepid=2 in a mount namespace here")
+        e2e_slurmd_start || return 1
+    fi
+    planning_ms 3 "$LIVE_TARGET" || ok=1
+    before=$PLAN_MS
+    ((USED_CACHE == 3)) || { echo "without the flood, $USED_CACHE of 3 steps used slurmd's cache"; ok=1; }
+    rm -rf "$flood" && mkdir "$flood" && chown daemon "$flood" || return 1
+    # 200 files of 500 locks each on alternating bytes: the kernel checks a new lock against
+    # every lock of its file, so one file of 100,000 would take minutes to set up.
+    runuser -u daemon -- python3 -c '
+import fcntl, os, sys, time
+for f in range(200):
+    fd = os.open("%s/%d" % (sys.argv[1], f), os.O_RDWR | os.O_CREAT, 0o600)
+    for i in range(500):
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 2 * i)
+open(sys.argv[1] + "/ready", "w").write(str(os.getpid()))
+time.sleep(300)' "$flood" &
+    flooder=$!
+    e2e_wait_for "[[ -e $flood/ready ]]" 60 || { echo "the flood did not start"; ok=1; }
+    planning_ms 3 "$LIVE_TARGET" || ok=1
+    # The flooder itself (runuser's child), by the pid it wrote; runuser then ends.
+    [[ -s $flood/ready ]] && kill -KILL "$(<"$flood/ready")" 2>/dev/null
+    wait "$flooder" 2>/dev/null
+    rm -rf "$flood"
+    FIGURES+=("load: a one-task mapped step's planning (hidepid=2), ms of 3 steps: ${before% } without, ${PLAN_MS% } under 100,000 locks of another user")
+    echo "${FIGURES[-1]}"
+    ((USED_CACHE == 3)) || { echo "under the flood, $USED_CACHE of 3 steps used slurmd's cache"; ok=1; }
+    local slowest=${PLAN_MS% }
+    slowest=${slowest##* }
+    [[ -n $slowest ]] && ((${slowest%.*} < 500)) || { echo "planning took ${slowest:-?} ms under the flood"; ok=1; }
+    e2e_slurmd_stop
+    e2e_slurmd_start || return 1
+    return $ok
+}
+
+c_load_daemonizing_slurmd() {
+    # slurmd without -D: its init hook (and the cache) runs before it daemonizes, so the pid
+    # in the cache is gone on 22.05-24.05; the lock slurmd holds survives the forks.
+    local ok=0 pid
+    e2e_slurmd_stop
+    local mark
+    mark=$(wc -l <"$E2E_DIR/log/slurmd.log")
+    slurmd -N "$E2E_NODE" >>"$E2E_DIR/log/slurmd.out" 2>&1
+    e2e_wait_for "[[ -s $E2E_DIR/spool/slurmd.pid ]] && tail -n +$((mark + 1)) '$E2E_DIR/log/slurmd.log' | grep -q 'slurmd started on'" 60 &&
+        e2e_wait_for "[[ \$(sinfo -h -n $E2E_NODE -o %t) == idle ]]" 60 || { echo "the daemonizing slurmd did not start"; ok=1; }
+    pid=$(<"$E2E_DIR/spool/slurmd.pid")
+    E2E_PIDS[slurmd]=$pid
+    planning_ms 2 "$LIVE_TARGET" || ok=1
+    FIGURES+=("load: a daemonizing slurmd (pid $pid): ${USED_CACHE} of 2 steps used its cache, planning ms ${PLAN_MS% }")
+    echo "${FIGURES[-1]}"
+    ((USED_CACHE == 2)) || { echo "$USED_CACHE of 2 steps used the daemonized slurmd's cache"; ok=1; }
+    e2e_slurmd_stop
+    e2e_slurmd_start || return 1
+    return $ok
+}
+
 # --- Cases: hostile job users (as nobody) ------------------------------------------------------
 
 HWLOC_VARS=(HWLOC_XMLFILE HWLOC_COMPONENTS HWLOC_FSROOT HWLOC_THISSYSTEM HWLOC_PLUGINS_PATH)
@@ -834,6 +929,8 @@ LOAD_CASES=(
     "load: 20 concurrent sruns (mapped, unmapped, refused), footprint flat|c_load_concurrent"
     "load: the plugin's side in a step: slurmstepd's peak RSS and descriptors, mapped or not|c_load_step_footprint"
     "load: 20 consecutive and 4 concurrent steps with live discovery, nothing left behind|c_load_live_discovery"
+    "load: a lock flood (100,000 POSIX locks of another user), slurmd hidden by hidepid=2: steps plan from the cache in ms|c_load_lock_flood"
+    "load: a daemonizing slurmd: the steps trust its cache|c_load_daemonizing_slurmd"
 )
 
 HOSTILE_CASES=(
