@@ -12,6 +12,8 @@
 #   HARDENING_STEPS consecutive mapped steps, then 20 concurrent sruns (mapped, unmapped,
 #   refused on the node, refused in srun); every outcome checked; slurmd's RSS and open file
 #   descriptors and the cache directory's files printed before and after, and required flat;
+#   a mapped step's planning time under a flood of 100,000 POSIX locks of another user, with
+#   slurmd hidden from the job's user by a hidepid=2 /proc (issue 27), and a daemonizing slurmd;
 # - hostile users (nobody): HWLOC_* and the option's environment form at the largest size
 #   execve passes, with newlines, ndev=18446744073709551616; a spec in #SBATCH and in the
 #   environment form; a megabyte #SBATCH line; a NUL in a script; a world-writable cache_dir
