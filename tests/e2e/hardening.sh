@@ -590,8 +590,15 @@ c_hostile_forged_log_lines() {
     #    the job's own value when the step has no GPU.
     log_mark
     run as_nobody env "CUDA_VISIBLE_DEVICES=GPU-0$(forgery FORGED-BY-ID)" srun --chdir=/tmp -n 1 --map-by-device=gpu true
-    expect_rc 1 && log_has 'Slurm gave the step GPU GPU-0\n[2026-12-04T15:00:00.000] error: FORGED-BY-ID' &&
+    if ((RC == 0)); then
+        # A release that clears the job's own value for a step without GPUs (22.05 keeps it):
+        # no vector there, and still no forged line.
+        NOTES+=("Slurm $SLURM_VERSION did not hand the job's CUDA_VISIBLE_DEVICES to a step without GPUs")
         no_forged_line FORGED-BY-ID || { echo "(CUDA_VISIBLE_DEVICES)"; ok=1; }
+    else
+        expect_rc 1 && log_has 'Slurm gave the step GPU GPU-0\n[2026-12-04T15:00:00.000] error: FORGED-BY-ID' &&
+            no_forged_line FORGED-BY-ID || { echo "(CUDA_VISIBLE_DEVICES)"; ok=1; }
+    fi
     # 3. The job's SLURMD_NODENAME is not the node's name: a refusal names the host.
     set_plugstack "topology=$FIX config=$FORGE_CONF"
     log_mark
