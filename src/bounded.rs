@@ -57,6 +57,7 @@ where
     }
     if pid == 0 {
         close(read_end);
+        close_all_but(write_end);
         // A crash in the child is the child's: it dies of the signal and the parent reports
         // it. It must not run the handlers the host process installed for its own crashes
         // (slurmstepd's, a sanitizer's), which would act as if the host had crashed.
@@ -177,6 +178,33 @@ fn write_all(fd: libc::c_int, mut bytes: &[u8]) {
     }
 }
 
+/// In the child: closes every descriptor above stderr but `keep` (the answer's pipe). The
+/// host process's descriptors are none of the child's business, and one it kept would
+/// outlive the host: slurmd's locked `topology.lock` held by a discovery child stuck in the
+/// kernel after slurmd is gone, a step's sockets to slurmd. `close_range` (Linux 5.9) by
+/// its system call number, so that the plugin needs no newer glibc; else the descriptors
+/// listed in `/proc/self/fd`.
+fn close_all_but(keep: libc::c_int) {
+    let keep = libc::c_uint::try_from(keep).unwrap_or(0);
+    let ranges = [(3, keep.saturating_sub(1)), (keep.saturating_add(1), libc::c_uint::MAX)];
+    let mut closed = true;
+    for (first, last) in ranges.into_iter().filter(|(first, last)| first <= last) {
+        // SAFETY: close_range only closes descriptors of this (single-threaded) child in the
+        // range given; it reads no memory of the caller.
+        let rc = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0 as libc::c_uint) };
+        closed &= rc == 0;
+    }
+    if closed {
+        return;
+    }
+    let open: Vec<libc::c_int> = std::fs::read_dir("/proc/self/fd")
+        .map(|dir| dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    for fd in open.into_iter().filter(|&fd| fd > 2 && libc::c_uint::try_from(fd).is_ok_and(|fd| fd != keep)) {
+        close(fd);
+    }
+}
+
 fn close(fd: libc::c_int) {
     // SAFETY: `fd` is a descriptor this module opened and closes exactly once.
     unsafe { libc::close(fd) };
@@ -205,6 +233,29 @@ mod tests {
         assert_eq!(e, BoundedError::TimedOut { seconds: 0.3 });
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         assert_eq!(e.to_string(), "it did not finish within 0.3 s (killed)");
+    }
+
+    /// The child has nothing of its parent's open but stdin, stdout and stderr (issue 27:
+    /// slurmd's locked topology.lock, held by a stuck discovery child, outlived slurmd).
+    #[test]
+    fn the_child_keeps_none_of_the_parents_descriptors() {
+        let parents = std::fs::File::open("/proc/self/status").unwrap();
+        let mine = std::os::unix::io::AsRawFd::as_raw_fd(&parents);
+        let open: Result<(bool, Vec<i32>), String> = run(Duration::from_secs(10), || {
+            // Before the listing opens a descriptor of its own (which may take the same number).
+            // SAFETY: F_GETFD only asks whether `mine` is an open descriptor of this process.
+            let kept = unsafe { libc::fcntl(mine, libc::F_GETFD) } != -1;
+            let listed = std::fs::read_dir("/proc/self/fd").map_err(|e| e.to_string())?;
+            Ok((
+                kept,
+                listed.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).filter(|&fd: &i32| fd > 2).collect(),
+            ))
+        })
+        .unwrap();
+        let (kept, open) = open.unwrap();
+        // The answer's pipe and the listing's own directory, nothing else.
+        assert!(!kept && open.len() <= 2, "{open:?} (the parent's file: {mine}, kept: {kept})");
+        drop(parents);
     }
 
     #[test]

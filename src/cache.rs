@@ -5,27 +5,31 @@
 //!   0755 if missing; it and every directory above it must be root's and writable only by
 //!   root, see [`crate::trusted_fs`]) it removes the old cache, creates a fresh lock file
 //!   `topology.lock` (mode 0600: only root can open it) and takes an exclusive `flock` on it,
-//!   which it keeps for the life of slurmd (the descriptor survives slurmd's daemonizing fork
-//!   and is close-on-exec). Then it discovers the node, writes the JSON to a temporary file
-//!   and renames it over `topology.json` (0644). The JSON names the lock file's device and
-//!   inode. Every operation is relative to the directory's descriptor.
+//!   which it keeps for the life of slurmd. Then it discovers the node, writes the JSON to a
+//!   temporary file (created 0600) on which it first takes an open-file-description write
+//!   lock over the whole file (`F_OFD_SETLK`), makes it 0644 and renames it over
+//!   `topology.json`; it keeps that descriptor, and so the lock, for the life of slurmd (the
+//!   descriptor survives slurmd's daemonizing forks, a forked child closing its copy does not
+//!   release it, and it is close-on-exec). The JSON names the lock file's device and inode.
+//!   Every operation is relative to the directory's descriptor.
 //! - **Reader**: each step's `user_init`, as the job's user ([`read`]); also `map-by-device
 //!   check`. The file is used only if the directory and the file pass the trust rule, the
 //!   JSON is this format, written by this very plugin file (device, inode, size and mtime of
 //!   the loaded .so: an upgrade by rename invalidates it) on this boot, and **the slurmd that
-//!   wrote it still runs**. The JSON records the writer's pid and its start time (field 22 of
-//!   `/proc/PID/stat`, clock ticks after boot): a root process with that pid and that start
-//!   time is the writer itself, since no other process of this boot can have both, and only
-//!   root could have written the file. That costs two small reads of `/proc`. When it fails
-//!   (a slurmd that daemonized after its `init` hook runs under another pid), the lock named
-//!   in the JSON decides: the lock file is root's and mode 0600, so only root can have opened
-//!   it, and `/proc/locks` (readable by anyone) shows whether a `FLOCK` is held on that
-//!   device and inode. A user can lock a file they can read (the earlier design locked the
-//!   0644 cache file itself, so any user could keep a crashed slurmd's file trusted); nobody
-//!   but root can lock this one. `/proc/locks` is the slow proof: its first read in a process
-//!   took about 10 ms on these machines (later reads in the same process take microseconds),
-//!   and every step is a fresh process, which is why it is only the fallback.
-//!   Anything else: the caller discovers the node live and logs why.
+//!   wrote it still runs**: on the descriptor it read the bytes from, the reader asks the
+//!   kernel for a read lock over the whole file (`F_OFD_GETLK`), which only a write lock
+//!   conflicts with. A write lock needs the file open for writing, and only root can open it
+//!   so (root's, 0644); other users can take read locks at most, which prove nothing, and
+//!   none at all while slurmd's lock covers the file, so they can neither fake the proof nor
+//!   slow it (the kernel walks this one file's locks, and slurmd's comes first). One `fcntl`,
+//!   whatever the node's other locks (the earlier fallback read `/proc/locks`, which costs
+//!   O(N^2) in the node's lock count and any user can fill: issue 27), and whatever the
+//!   reader can see of slurmd's process (`hidepid`, another pid namespace, a daemonized
+//!   slurmd's new pid). Without that lock, the writer's pid and start time recorded in the
+//!   JSON decide (field 22 of `/proc/PID/stat`: a root process with both is the writer, since
+//!   no other process of this boot can have both). `topology.lock` must still be root's,
+//!   0600 and the one the JSON names. Anything else: the caller discovers the node live and
+//!   logs why.
 //!
 //! The path comes from the admin's config only (`cache_dir`), never from the job.
 
@@ -152,8 +156,11 @@ impl std::fmt::Display for Miss {
 /// What slurmd keeps while it runs: the cache directory and the locked lock file.
 pub struct Written {
     dir: TrustedDir,
-    /// Holds the exclusive lock that tells steps the writer is alive.
+    /// Holds the exclusive `flock` on `topology.lock`.
     lock: File,
+    /// The cache file itself, opened for writing, with the open file description's write
+    /// lock (`F_OFD_SETLK`) over all of it that tells steps the writer is alive.
+    _held: File,
     file: (u64, u64),
     pub path: PathBuf,
     pub note: String,
@@ -208,17 +215,23 @@ pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topolog
     let json = serde_json::to_vec(&file).map_err(|e| format!("cannot serialize the topology: {e}"))?;
     let tmp = format!(".{FILE_NAME}.{}.tmp", std::process::id());
     let _ = cache_dir.unlink(&tmp);
-    let written = (|| -> Result<(), String> {
+    let written = (|| -> Result<File, String> {
         let mut f = cache_dir.create_new(&tmp, 0o600).map_err(|e| e.to_string())?;
+        // Locked while it is still 0600: no one else can have opened it, or hold a lock on it.
+        ofd_write_lock(&f).map_err(|e| format!("cannot lock {tmp}: {e}"))?;
         f.write_all(&json).map_err(|e| format!("cannot write {tmp}: {e}"))?;
         // Readable by the steps once complete (fchmod: the umask does not apply).
         f.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot chmod {tmp}: {e}"))?;
-        cache_dir.rename(&tmp, FILE_NAME).map_err(|e| e.to_string())
+        cache_dir.rename(&tmp, FILE_NAME).map_err(|e| e.to_string())?;
+        Ok(f)
     })();
-    if let Err(e) = written {
-        let _ = cache_dir.unlink(&tmp);
-        return Err(format!("cannot write the cache in {}: {e}", dir.display()));
-    }
+    let held = match written {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = cache_dir.unlink(&tmp);
+            return Err(format!("cannot write the cache in {}: {e}", dir.display()));
+        }
+    };
     let meta = cache_dir.stat(FILE_NAME).map_err(|e| e.to_string())?.ok_or("the cache file vanished")?;
     let path = dir.join(FILE_NAME);
     let note = format!(
@@ -228,7 +241,7 @@ pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topolog
         file.topology.all_cpus().len(),
         file.topology.pci.len()
     );
-    Ok(Written { dir: cache_dir, lock, file: (meta.dev, meta.ino), path, note })
+    Ok(Written { dir: cache_dir, lock, _held: held, file: (meta.dev, meta.ino), path, note })
 }
 
 /// A step (as the job's user) or `check`: the cached topology in `dir`, if it can be trusted.
@@ -241,14 +254,19 @@ pub fn read(dir: &Path, plugin: Option<&str>) -> Result<Cached, Miss> {
         Err(e) if e.is_not_found() => return Err(Miss::Absent(format!("no cache directory {}", dir.display()))),
         Err(e) => return Err(reject(e.to_string())),
     };
-    let bytes = match cache_dir.read(FILE_NAME, MAX_BYTES) {
-        Ok(b) => b,
+    let (file, meta) = match cache_dir.open_file(FILE_NAME, MAX_BYTES) {
+        Ok(opened) => opened,
         Err(e) if e.is_not_found() => return Err(Miss::Absent(format!("no cache file {}", path.display()))),
         Err(TrustError::Untrusted { problem, .. }) => return Err(reject(problem)),
         Err(e) => return Err(reject(e.to_string())),
     };
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
+    (&file).take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| reject(format!("cannot read it: {e}")))?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(reject(format!("larger than {MAX_BYTES} bytes")));
+    }
     let cached = parse(&bytes).map_err(reject)?;
-    writer_alive(&cache_dir, &cached).map_err(reject)?;
+    writer_alive(&cache_dir, &cached, &file).map_err(reject)?;
     if let Some(me) = plugin {
         if cached.plugin != me {
             return Err(reject(
@@ -295,31 +313,27 @@ pub fn parse(bytes: &[u8]) -> Result<CacheFile, String> {
 }
 
 /// The liveness proof (see the module's notes): the lock file named in the cache is root's,
-/// mode 0600 (so only root could open it), and either the writing process still runs (a root
-/// process with the recorded pid and start time) or a `FLOCK` is held on the lock file
-/// ([`liveness`] decides).
-fn writer_alive(dir: &TrustedDir, cached: &CacheFile) -> Result<(), String> {
+/// mode 0600, and either a write lock is held on the cache file the bytes were read from
+/// (`file`: only root can open it for writing, so only root can hold one; slurmd does for
+/// as long as it runs) or the writing process still runs (a root process with the recorded
+/// pid and start time). [`liveness`] decides. O(1) whatever other users do: one `fcntl` on
+/// a file no one else can lock, then (only without the lock) two small reads of `/proc`.
+fn writer_alive(dir: &TrustedDir, cached: &CacheFile, file: &File) -> Result<(), String> {
     let meta = dir.stat(LOCK_NAME).map_err(|e| e.to_string())?;
-    let running = matches!(process_start(cached.writer_pid), Ok((start, 0)) if start == cached.writer_start);
-    // /proc/locks only where the pid does not prove it: its first read in a process is slow.
-    let locks = match (&meta, running) {
-        (Some(_), false) => {
-            std::fs::read_to_string("/proc/locks").map_err(|e| format!("cannot read /proc/locks: {e}"))?
-        }
-        _ => String::new(),
-    };
-    liveness(meta.as_ref(), &cached.lock, running, &locks)
+    let locked = write_locked(file).map_err(|e| format!("cannot ask for its lock: {e}"))?;
+    let running = !locked && matches!(process_start(cached.writer_pid), Ok((start, 0)) if start == cached.writer_start);
+    liveness(meta.as_ref(), &cached.lock, running, locked)
 }
 
 /// Whether the cache's writer still runs, from what the reader saw: the lock file's metadata
 /// (`None`: there is none), the `dev:ino` the cache names, whether a root process with the
-/// writer's recorded pid and start time runs, and the text of `/proc/locks` (needed only
-/// when it does not). Pure, so that it can be fuzzed (`fuzz/fuzz_targets/cache_parse.rs`).
+/// writer's recorded pid and start time runs, and whether a write lock is held on the cache
+/// file ([`write_locked`]). Pure, so that it can be fuzzed (`fuzz/fuzz_targets/cache_parse.rs`).
 pub fn liveness(
     lock: Option<&trusted_fs::Meta>,
     recorded: &str,
     writer_running: bool,
-    locks: &str,
+    write_locked: bool,
 ) -> Result<(), String> {
     const STOPPED: &str = "no running slurmd holds it (written by a slurmd that has stopped, or copied by hand)";
     let Some(meta) = lock else { return Err(format!("{STOPPED}: there is no {LOCK_NAME}")) };
@@ -335,22 +349,53 @@ pub fn liveness(
     if format!("{}:{}", meta.dev, meta.ino) != *recorded {
         return Err(format!("{STOPPED}: {LOCK_NAME} is not the one the cache names"));
     }
-    if writer_running || flock_held(locks, meta.dev, meta.ino) {
+    if writer_running || write_locked {
         Ok(())
     } else {
         Err(STOPPED.into())
     }
 }
 
-/// Whether `/proc/locks` (its text) shows a granted `FLOCK` on the file `dev`/`ino`. Lines
-/// read `1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF` (device major and minor in hex,
-/// inode in decimal); `->` lines are waiters, not holders.
-pub fn flock_held(locks: &str, dev: u64, ino: u64) -> bool {
-    let want = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
-    locks.lines().any(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&want.as_str())
-    })
+/// A write lock of this open file description over all of `file` (`F_OFD_SETLK`), which
+/// lasts until the last descriptor of it is closed: it survives slurmd's daemonizing forks
+/// (the child's descriptor is the same description) and a forked child closing its copy.
+fn ofd_write_lock(file: &File) -> io::Result<()> {
+    let mut whole = whole_file(libc::F_WRLCK);
+    // SAFETY: `file` owns a valid open descriptor for the whole call and `whole` is a valid
+    // `struct flock` that F_OFD_SETLK only reads.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut whole) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether another open file description holds a write lock on `file`: `F_OFD_GETLK` for a
+/// read lock over all of it, which only a write lock conflicts with. A write lock needs the
+/// file open for writing, which only root can do (root's, mode 0644); other users can take
+/// read locks at most (and none at all while slurmd holds its lock over the whole file), so
+/// they can neither fake the answer nor lengthen the kernel's walk of the file's locks.
+fn write_locked(file: &File) -> io::Result<bool> {
+    let mut probe = whole_file(libc::F_RDLCK);
+    // SAFETY: `file` owns a valid open descriptor for the whole call and `probe` is a valid
+    // `struct flock` (l_pid 0, as F_OFD_GETLK requires) that the kernel overwrites.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut probe) };
+    if rc == 0 {
+        Ok(i32::from(probe.l_type) == libc::F_WRLCK)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A `struct flock` of type `kind` from byte 0 to the end of the file, whatever its length.
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    // SAFETY: `libc::flock` is plain data: all zero bytes are a valid value of it (l_start 0,
+    // l_len 0 = to the end, l_pid 0).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl
 }
 
 fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
@@ -407,17 +452,6 @@ mod tests {
     }
 
     #[test]
-    fn proc_locks_lines() {
-        let dev = libc::makedev(0, 0x1a);
-        let text = "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF\n2: -> FLOCK  ADVISORY  WRITE 99 00:1a:9 0 EOF\n\
-                    3: POSIX  ADVISORY  WRITE 77 00:1a:42 0 EOF\n";
-        assert!(flock_held(text, dev, 5678));
-        assert!(!flock_held(text, dev, 9), "a waiter is not a holder");
-        assert!(!flock_held(text, dev, 42), "a POSIX lock is not slurmd's flock");
-        assert!(!flock_held(text, libc::makedev(8, 1), 5678), "another device");
-    }
-
-    #[test]
     fn start_time_is_field_22_counted_after_the_command_name() {
         let line =
             "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 1 0 0 0 3 4 0 0 20 0 1 0 987654 1000 10 18446744073709551615";
@@ -435,22 +469,48 @@ mod tests {
     fn liveness_trusts_only_roots_private_named_locked_file() {
         use crate::trusted_fs::{Kind, Meta};
         let dev = libc::makedev(0, 0x1a);
-        let locks = "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF\n";
         let good = Meta { kind: Kind::File, uid: 0, mode: 0o100600, size: 0, dev, ino: 5678 };
         let named = format!("{dev}:5678");
-        assert_eq!(liveness(Some(&good), &named, false, locks), Ok(()));
-        let refused = |m: Meta, recorded: &str, locks: &str| liveness(Some(&m), recorded, false, locks).unwrap_err();
-        assert!(liveness(None, &named, false, locks).unwrap_err().contains("there is no topology.lock"));
-        assert!(refused(Meta { uid: 1000, ..good }, &named, locks).contains("owned by uid 1000"));
-        assert!(refused(Meta { mode: 0o100644, ..good }, &named, locks).contains("can be opened by others (mode"));
-        assert!(refused(Meta { kind: Kind::Symlink, ..good }, &named, locks).contains("symbolic link"));
-        assert!(refused(good, &format!("{dev}:9"), locks).contains("is not the one the cache names"));
-        assert!(refused(good, &named, "").starts_with("no running slurmd holds it"));
-        // The writer itself still running proves it without /proc/locks, but never a file
-        // that fails the other rules.
-        assert_eq!(liveness(Some(&good), &named, true, ""), Ok(()));
-        assert!(liveness(Some(&Meta { mode: 0o100644, ..good }), &named, true, "").is_err());
-        assert!(liveness(None, &named, true, "").is_err());
+        assert_eq!(liveness(Some(&good), &named, false, true), Ok(()));
+        let refused = |m: Meta, recorded: &str, locked: bool| liveness(Some(&m), recorded, false, locked).unwrap_err();
+        assert!(liveness(None, &named, false, true).unwrap_err().contains("there is no topology.lock"));
+        assert!(refused(Meta { uid: 1000, ..good }, &named, true).contains("owned by uid 1000"));
+        assert!(refused(Meta { mode: 0o100644, ..good }, &named, true).contains("can be opened by others (mode"));
+        assert!(refused(Meta { kind: Kind::Symlink, ..good }, &named, true).contains("symbolic link"));
+        assert!(refused(good, &format!("{dev}:9"), true).contains("is not the one the cache names"));
+        assert!(refused(good, &named, false).starts_with("no running slurmd holds it"));
+        // The writer itself still running proves it without the lock, but never a file that
+        // fails the other rules.
+        assert_eq!(liveness(Some(&good), &named, true, false), Ok(()));
+        assert!(liveness(Some(&Meta { mode: 0o100644, ..good }), &named, true, false).is_err());
+        assert!(liveness(None, &named, true, false).is_err());
+    }
+
+    /// Only a write lock of another open file description counts: a read lock (all another
+    /// user could take) does not, nor the reader's own lock, and the writer's lies on the
+    /// file for as long as any descriptor of it is open (a forked child's close included).
+    #[test]
+    fn only_another_descriptions_write_lock_proves_the_writer() {
+        let dir = std::env::temp_dir().join(format!("mbd-ofd-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let writer = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&dir).unwrap();
+        let reader = File::open(&dir).unwrap();
+        assert!(!write_locked(&reader).unwrap());
+        let mut read_lock = whole_file(libc::F_RDLCK);
+        // SAFETY: a valid descriptor and `struct flock` for the call.
+        assert_eq!(unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_OFD_SETLK, &mut read_lock) }, 0);
+        let other = File::open(&dir).unwrap();
+        assert!(!write_locked(&other).unwrap(), "a read lock is no proof");
+        drop(reader);
+        ofd_write_lock(&writer).unwrap();
+        assert!(!write_locked(&writer).unwrap(), "its own lock is no conflict for the writer");
+        assert!(write_locked(&other).unwrap());
+        let copy = writer.try_clone().unwrap();
+        drop(writer);
+        assert!(write_locked(&other).unwrap(), "held while a descriptor of it is open");
+        drop(copy);
+        assert!(!write_locked(&other).unwrap());
+        let _ = std::fs::remove_file(&dir);
     }
 
     #[test]
@@ -512,11 +572,19 @@ mod tests {
         let stale = serde_json::to_vec(&stale).unwrap();
         drop(written);
         std::fs::write(d.join(FILE_NAME), &stale).unwrap();
-        let other = File::open(&lock_path).unwrap();
-        flock(&other, libc::LOCK_SH).unwrap();
-        // Held by root through a root-only file: trusted (only root could do this).
+        // A read lock on the cache file (0644: all another user can take) proves nothing.
+        let reader = File::open(d.join(FILE_NAME)).unwrap();
+        let mut read_lock = whole_file(libc::F_RDLCK);
+        // SAFETY: a valid descriptor and `struct flock` for the call.
+        assert_eq!(unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_OFD_SETLK, &mut read_lock) }, 0);
+        let e = read(&d, None).unwrap_err().to_string();
+        assert!(e.contains("no running slurmd holds it"), "{e}");
+        drop(reader);
+        // A write lock, which needs the file open for writing (only root can): trusted.
+        let other = std::fs::OpenOptions::new().write(true).open(d.join(FILE_NAME)).unwrap();
+        ofd_write_lock(&other).unwrap();
         assert!(read(&d, None).is_ok());
-        // Made openable by others: a lock on it proves nothing any more.
+        // topology.lock made openable by others: refused, whatever the lock.
         std::fs::set_permissions(&lock_path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = read(&d, None).unwrap_err().to_string();
         assert!(e.contains("can be opened by others (mode 0644)"), "{e}");

@@ -251,7 +251,7 @@ pub fn live_backends(timeout: Duration) -> Result<Vec<String>, LoadError> {
 /// [`UNNEEDED_COMPONENTS`] keeps the others from running, but hwloc can only blacklist: a
 /// component this list does not know (a newer hwloc's, a site's plugin) would still run, so
 /// a topology that shows any other backend's work is refused ([`check_backends`]).
-pub const ALLOWED_BACKENDS: [&str; 6] = ["Linux", "x86", "CUDA", "NVML", "RSMI", "LevelZero"];
+pub const ALLOWED_BACKENDS: [&str; 5] = ["Linux", "x86", "NVML", "RSMI", "LevelZero"];
 
 /// The `Backend` infos of every object of `topo`, each once, in the order found.
 fn backends_ran(topo: &hwlocality::Topology) -> Vec<String> {
@@ -280,17 +280,20 @@ pub fn check_backends(ran: &[String]) -> Result<(), LoadError> {
 }
 
 /// hwloc discovery components live discovery never uses: only the OS core (`linux`, with
-/// `x86` and `no_os`), the PCI bus (`pci`) and the GPU backends that name GPUs (`cuda`,
-/// `nvml`, `rsmi`, `levelzero`) may run. `gl` is the reason this list exists: Debian's
+/// `x86` and `no_os`), the PCI bus (`pci`) and the GPU backends that name GPUs (`nvml`,
+/// `rsmi`, `levelzero`) may run. `gl` is the reason this list exists: Debian's
 /// libhwloc-plugins ships it, and it connects to X displays `:0` to `:9` (abstract sockets
 /// any local user can bind), so a user who answers never made slurmd hang at its start and
-/// made root parse that user's replies. `opencl` loads every OpenCL ICD on the node and gives
-/// no identity; `xml`, `synthetic` and `fake` describe something other than the machine; the
-/// rest belong to other operating systems. hwloc's API can only blacklist, so the list names
-/// every component hwloc 2.9 to 2.15 have that is not needed (a name this hwloc lacks is
-/// skipped).
-pub const UNNEEDED_COMPONENTS: [&str; 13] = [
+/// made root parse that user's replies. `cuda` is the same pattern (issue 27): its `cuInit`
+/// makes root a client of an MPS server at the default pipe directory (`/tmp/nvidia-mps`),
+/// which any user can start; NVML gives the same GPU UUIDs without a CUDA context. `opencl`
+/// loads every OpenCL ICD on the node and gives no identity; `xml`, `synthetic` and `fake`
+/// describe something other than the machine; the rest belong to other operating systems.
+/// hwloc's API can only blacklist, so the list names every component hwloc 2.9 to 2.15 have
+/// that is not needed (a name this hwloc lacks is skipped).
+pub const UNNEEDED_COMPONENTS: [&str; 14] = [
     "gl",
+    "cuda",
     "opencl",
     "xml",
     "synthetic",

@@ -22,6 +22,23 @@ pub fn excerpt(text: &str) -> String {
     format!("{:?}{more}", head)
 }
 
+/// The longest line the plugin hands Slurm's log (bytes, before the `map-by-device: ` prefix).
+pub const MAX_LOG_LINE: usize = 4096;
+
+/// A whole message as it reaches a log or a terminal (slurmd.log, the job's stderr): one
+/// line, [`printable`], at most [`MAX_LOG_LINE`] bytes (a longer one is cut and says how long
+/// it was). The plugin passes every line it logs through this, whatever its parts already
+/// went through: a value from the job (its spec, its environment) can then never start a
+/// line of its own in slurmd.log, nor fill it.
+pub fn log_line(text: &str) -> String {
+    let line = printable(text);
+    if line.len() <= MAX_LOG_LINE {
+        return line;
+    }
+    // `printable` is ASCII, so any byte index is a character boundary.
+    format!("{}... (cut: {} bytes)", &line[..MAX_LOG_LINE], line.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,5 +57,16 @@ mod tests {
         let long = excerpt(&"x".repeat(1 << 20));
         assert!(long.ends_with("... (1048576 bytes)") && long.len() < 100, "{long}");
         assert_eq!(excerpt(&"é".repeat(10)), format!("{:?}", "é".repeat(10)));
+    }
+
+    #[test]
+    fn log_lines_are_one_bounded_printable_line() {
+        assert_eq!(log_line("planned 2 tasks for gpu"), "planned 2 tasks for gpu");
+        let forged = "invalid x\n[2026-12-04T15:00:00.000] error: Security violation, node drained by admin";
+        let line = log_line(forged);
+        assert!(!line.contains('\n') && line.contains("x\\n[2026"), "{line}");
+        let long = log_line(&format!("{}\r", "v".repeat(1 << 17)));
+        assert!(long.len() < MAX_LOG_LINE + 40 && long.ends_with("... (cut: 131074 bytes)"), "{long}");
+        assert!(log_line("\u{1b}[2J\u{2028}").chars().all(|c| (' '..='~').contains(&c)));
     }
 }

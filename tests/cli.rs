@@ -434,6 +434,62 @@ fn svg_pictures_are_written_beside_the_usual_output() {
     assert!(err.contains("cannot write --svg /nonexistent-dir/x.svg"), "{err}");
 }
 
+/// `--svg` as root writes into `/tmp` too (issue 27): a symbolic link planted at the path, a
+/// dangling one, and another user's file there are refused and left as they were; a file of
+/// the caller's own is replaced by a new file (rename), and no temporary file is left behind.
+#[test]
+fn svg_never_writes_through_a_link_or_into_someone_elses_file() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TempDir::new("svg-links");
+    let path = |name: &str| dir.0.join(name);
+    let turin = topo("turin-h200.xml");
+    let svg_to = |name: &str| {
+        let file = path(name).display().to_string();
+        devices_svg_args(&turin, &file)
+    };
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    std::fs::write(path("precious"), "precious").unwrap();
+    std::os::unix::fs::symlink(path("precious"), path("link.svg")).unwrap();
+    std::os::unix::fs::symlink(path("absent"), path("dangling.svg")).unwrap();
+    for name in ["link.svg", "dangling.svg"] {
+        let err = refused(&svg_to(name).iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(err.contains(&format!("cannot write --svg {}: it is a symbolic link", path(name).display())), "{err}");
+        assert!(std::fs::symlink_metadata(path(name)).unwrap().file_type().is_symlink());
+    }
+    assert_eq!(std::fs::read_to_string(path("precious")).unwrap(), "precious");
+    assert!(!path("absent").exists());
+    // The caller's own file: replaced by a new one, not rewritten in place.
+    std::fs::write(path("mine.svg"), "old").unwrap();
+    let before = std::fs::metadata(path("mine.svg")).unwrap().ino();
+    ok(&svg_to("mine.svg").iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(std::fs::read_to_string(path("mine.svg")).unwrap().starts_with("<?xml"));
+    assert_ne!(std::fs::metadata(path("mine.svg")).unwrap().ino(), before);
+    // Another user's file (only root can make one to test with).
+    if root {
+        std::fs::write(path("theirs.svg"), "theirs").unwrap();
+        std::os::unix::fs::chown(path("theirs.svg"), Some(65534), Some(65534)).unwrap();
+        let err = refused(&svg_to("theirs.svg").iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(err.contains("the file there belongs to user 65534: not replaced"), "{err}");
+        assert_eq!(std::fs::read_to_string(path("theirs.svg")).unwrap(), "theirs");
+    } else {
+        common::skip_line("another user's file at --svg's path: only root can make one here");
+    }
+    let mut left: Vec<String> =
+        std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    let mut expected = vec!["dangling.svg", "link.svg", "mine.svg", "precious"];
+    if root {
+        expected.push("theirs.svg");
+    }
+    assert_eq!(left, expected);
+}
+
+/// `devices --topology TOPOLOGY --svg FILE`, as arguments.
+fn devices_svg_args(topology: &str, file: &str) -> Vec<String> {
+    ["devices", "--topology", topology, "--svg", file].map(String::from).to_vec()
+}
+
 fn fixtures() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root().join("topologies"))
         .unwrap()
@@ -704,6 +760,28 @@ fn check_names_the_release_and_refuses_another() {
     std::fs::write(&plugin, "not really a plugin").unwrap();
     let out = stdout(&run(&["check", "--topology", &turin, "--plugstack", &conf]));
     assert!(out.contains("which is not a plugin Slurm can load (not an ELF file)"), "{out}");
+}
+
+/// `check` asks the installed Slurm's slurmd for the node's release by its path: a `slurmd`
+/// earlier in root's PATH is never run (issue 27).
+#[test]
+fn check_runs_the_installed_slurmd_not_one_on_path() {
+    let dir = TempDir::new("slurmd-path");
+    let test = "check_runs_the_installed_slurmd_not_one_on_path";
+    let Some(plugin) = slurm_plugin_copy(&dir, "lib/map_by_device.so", test) else { return };
+    let conf = dir.file("plugstack.conf", &format!("required {plugin}\n"));
+    let marker = dir.0.join("ran");
+    let fake = dir.file("bin/slurmd", &format!("#!/bin/sh\ntouch '{}'\necho 'slurm 99.99.0'\n", marker.display()));
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", dir.0.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let o = Command::new(BIN)
+        .args(["check", "--topology", &topo("turin-h200.xml"), "--plugstack", &conf])
+        .env("PATH", path)
+        .env_remove("SLURM_CONF")
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(!marker.exists() && !out.contains("99.99"), "the slurmd on PATH ran:\n{out}");
 }
 
 #[test]

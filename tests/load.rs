@@ -660,7 +660,9 @@ fn live_backends_are_the_allowed_ones_and_others_are_refused() {
         r.push(extra.to_string());
         load::check_backends(&r).unwrap_err().to_string()
     };
-    for unexpected in ["GL", "OpenCL", "XML", "Synthetic", "SomeNewPlugin"] {
+    // CUDA among them: its cuInit would talk to any user's MPS server (issue 27).
+    assert!(load::UNNEEDED_COMPONENTS.contains(&"cuda"));
+    for unexpected in ["GL", "CUDA", "OpenCL", "XML", "Synthetic", "SomeNewPlugin"] {
         let msg = with(unexpected);
         assert!(msg.contains(&format!("backend {unexpected} described part of this machine")), "{msg}");
         assert!(msg.contains("refusing the topology") && msg.contains("set topology= to an XML file"), "{msg}");

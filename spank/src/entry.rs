@@ -72,8 +72,16 @@ pub fn panic_report(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Logs for the administrator: slurmd.log from slurmstepd/slurmd (never the user's terminal).
+/// Every line goes through `text::log_line`: one printable line of bounded length, whatever
+/// of the job's (its spec, its environment) the message quotes.
 pub fn admin_log(level: LogLevel, message: &str) {
-    spank_log(level, &format!("map-by-device: {message}"));
+    spank_log(level, &map_by_device::text::log_line(&format!("map-by-device: {message}")));
+}
+
+/// A line for the job's terminal (`slurm_spank_log`: the task's stderr, unprefixed): the plan's
+/// warnings and the `verbose` lines, through `text::log_line` as [`admin_log`]'s.
+pub fn user_log(message: &str) {
+    slurm_spank::slurm_spank_log(&map_by_device::text::log_line(message));
 }
 
 /// An error line: on the terminal in srun/sbatch/salloc, in slurmd.log elsewhere.

@@ -579,7 +579,7 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
     }
     if task == 0 && planned.origin == Origin::User {
         for w in &planned.plan.warnings {
-            slurm_spank::slurm_spank_log(&format!("map-by-device: warning: {w}"));
+            entry::user_log(&format!("map-by-device: warning: {w}"));
         }
     }
     if planned.spec.verbose {
@@ -588,7 +588,7 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
         // Slurm's node name is in the task's environment by now (not in user_init's).
         let node = spank.getenv("SLURMD_NODENAME").ok().flatten();
         let node = node.as_deref().unwrap_or(&planned.node_name);
-        slurm_spank::slurm_spank_log(&report::verbose_line(node, task, global, &planned.node, &tp, now.as_ref()));
+        entry::user_log(&report::verbose_line(node, task, global, &planned.node, &tp, now.as_ref()));
     }
     Ok(())
 }

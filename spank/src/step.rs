@@ -14,6 +14,7 @@ use map_by_device::device::DeviceClass;
 use map_by_device::node::Node;
 use map_by_device::plan::{self, Plan, StepFacts, TaskPlan};
 use map_by_device::spec::{Spec, Target};
+use map_by_device::text::excerpt;
 use map_by_device::topology::{ObjKind, Topology};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -46,7 +47,8 @@ pub struct Planned {
     pub node: Node,
     pub facts: StepFacts,
     pub plan: Plan,
-    /// Slurm's name for this node (`SLURMD_NODENAME`), for messages.
+    /// This machine's host name, for messages (the task's own `SLURMD_NODENAME`, which Slurm
+    /// writes, is preferred where there is one: lib.rs `map_task`).
     pub node_name: String,
 }
 
@@ -114,7 +116,9 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
         Ok(node) => node,
         Err(message) => return refused(message),
     };
-    let node_name = env.get("SLURMD_NODENAME").cloned().unwrap_or_else(|| node.hostname().to_string());
+    // This machine's name, for messages: never `SLURMD_NODENAME` from `env`, which is the
+    // job's environment as srun sent it (the job's user writes it, newlines included).
+    let node_name = map_by_device::host::name().unwrap_or_else(|| node.hostname().to_string());
     let step_gpus = match step_gpus(&env, slurm_sets_step_gpus, &config, &spec, &node, &node_name, log) {
         Ok(gpus) => gpus,
         Err(message) => return refused(message),
@@ -153,8 +157,10 @@ fn request(user_spec: Option<String>, config: Result<Config, String>) -> Result<
         message: format!("the plugin's configuration on this node is broken, ask your administrator: {e}"),
     })?;
     let mut spec = match (user_spec, &config.default) {
-        (Some(text), _) => Spec::parse(&text)
-            .map_err(|e| Step::Refused { origin, message: format!("invalid --map-by-device={text}: {e}") })?,
+        (Some(text), _) => Spec::parse(&text).map_err(|e| Step::Refused {
+            origin,
+            message: format!("invalid --map-by-device={}: {e}", excerpt(&text)),
+        })?,
         (None, Some(default)) => default.clone(),
         (None, None) => return Ok(None),
     };
@@ -358,13 +364,13 @@ pub fn slurm_gpu_binding(
             return None;
         }
         if !gpu.is_empty() && local_tasks > 1 {
-            return Some(format!("SLURMD_TRES_BIND={tres}"));
+            return Some(format!("SLURMD_TRES_BIND={}", excerpt(&tres)));
         }
     }
     map_by_device::env::slurm_gpu_variables().find_map(|var| {
         let (before, after) = (step_env.get(var).cloned(), now(var));
         (before != after).then(|| {
-            let show = |v: Option<String>| v.map_or("unset".to_string(), |v| format!("{v:?}"));
+            let show = |v: Option<String>| v.map_or("unset".to_string(), |v| map_by_device::env::shown(&v));
             format!("{var} was {} for the step and is {} for this task", show(before), show(after))
         })
     })

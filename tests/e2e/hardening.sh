@@ -12,10 +12,14 @@
 #   HARDENING_STEPS consecutive mapped steps, then 20 concurrent sruns (mapped, unmapped,
 #   refused on the node, refused in srun); every outcome checked; slurmd's RSS and open file
 #   descriptors and the cache directory's files printed before and after, and required flat;
+#   a mapped step's planning time under a flood of 100,000 POSIX locks of another user, with
+#   slurmd hidden from the job's user by a hidepid=2 /proc (issue 27), and a daemonizing slurmd;
 # - hostile users (nobody): HWLOC_* and the option's environment form at the largest size
 #   execve passes, with newlines, ndev=18446744073709551616; a spec in #SBATCH and in the
 #   environment form; a megabyte #SBATCH line; a NUL in a script; a world-writable cache_dir
-#   with symlinks planted in it;
+#   with symlinks planted in it; newlines forged into slurmd.log through the option's
+#   slurmstepd-side environment form, a CUDA_VISIBLE_DEVICES id and SLURMD_NODENAME
+#   (GresTypes=gpu, so that the plugin reads Slurm's *_VISIBLE_DEVICES);
 # - faults: slurmd restarted (and killed) while steps run; the cache truncated, replaced or
 #   made unreadable between steps; topology= removed after slurmd started; devices that
 #   vanish from topology= or from the cache (and, with GRES, from under Slurm's GPU list); a
@@ -297,6 +301,101 @@ c_load_live_discovery() {
 LIVE_STEPS=20
 LIVE_CONCURRENT=4
 
+# slurmd_start_as CMD...: slurmd -D -N NODE started through CMD (which must exec it, so that
+# $! is slurmd's pid), waited for as e2e_slurmd_start waits.
+slurmd_start_as() {
+    local log=$E2E_DIR/log/slurmd.log mark
+    mark=$(wc -l <"$log")
+    "$@" slurmd -D -N "$E2E_NODE" >>"$E2E_DIR/log/slurmd.out" 2>&1 &
+    E2E_PIDS[slurmd]=$!
+    e2e_wait_for "tail -n +$((mark + 1)) '$log' | grep -q 'slurmd started on'" 60 &&
+        e2e_wait_for "[[ \$(sinfo -h -n $E2E_NODE -o %t) == idle ]]" 60
+}
+
+# with_hidepid CMD...: CMD in a mount namespace of its own whose /proc is mounted hidepid=2
+# (Linux 5.8+: each procfs mount has its own options; the machine's /proc is not touched).
+with_hidepid() { unshare -m --propagation private sh -c 'mount -t proc -o hidepid=2 proc /proc && exec "$@"' - "$@"; }
+
+# planning_ms N SPEC: N one-task mapped steps as nobody; PLAN_MS is the planning times
+# user_init logged ("planned 1 tasks for SPEC in X ms", slurmd's cache included), sorted.
+planning_ms() {
+    local i
+    log_mark
+    for ((i = 0; i < $1; i++)); do
+        run as_nobody srun --chdir=/tmp -n 1 --map-by-device="$2" "$HPROBE"
+        expect_rc 0 && expect_live 1 || return 1
+    done
+    e2e_wait_for "(( \$(tail -n +$((LOG_MARK + 1)) '$E2E_DIR/log/slurmd.log' | grep -c 'planned 1 tasks for') >= $1 ))" 10
+    PLAN_MS=$(tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" |
+        sed -n 's/.*map-by-device: planned 1 tasks for [^ ]* in \([0-9.]*\) ms.*/\1/p' | sort -n | tr '\n' ' ')
+    USED_CACHE=$(tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep -c "topology from slurmd's cache")
+}
+
+c_load_lock_flood() {
+    # Another unprivileged user holds 100,000 POSIX locks (alternating bytes of one file:
+    # none merge); slurmd's pid cannot prove the cache's writer alive (hidepid=2 hides slurmd
+    # from the job's user, as a daemonizing slurmd's new pid would on 22.05-24.05). A mapped
+    # step still plans from slurmd's cache in its usual milliseconds.
+    local ok=0 flood=$E2E_DIR/work/flood before flooder
+    e2e_slurmd_stop
+    if ! slurmd_start_as with_hidepid; then
+        e2e_slurmd_stop
+        SKIPS+=("the lock flood under hidepid=2: no procfs mount with hidepid=2 in a mount namespace here")
+        e2e_slurmd_start || return 1
+    fi
+    planning_ms 3 "$LIVE_TARGET" || ok=1
+    before=$PLAN_MS
+    ((USED_CACHE == 3)) || { echo "without the flood, $USED_CACHE of 3 steps used slurmd's cache"; ok=1; }
+    rm -rf "$flood" && mkdir "$flood" && chown daemon "$flood" || return 1
+    # 200 files of 500 locks each on alternating bytes: the kernel checks a new lock against
+    # every lock of its file, so one file of 100,000 would take minutes to set up.
+    runuser -u daemon -- python3 -c '
+import fcntl, os, sys, time
+for f in range(200):
+    fd = os.open("%s/%d" % (sys.argv[1], f), os.O_RDWR | os.O_CREAT, 0o600)
+    for i in range(500):
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 2 * i)
+open(sys.argv[1] + "/ready", "w").write(str(os.getpid()))
+time.sleep(300)' "$flood" &
+    flooder=$!
+    e2e_wait_for "[[ -e $flood/ready ]]" 60 || { echo "the flood did not start"; ok=1; }
+    planning_ms 3 "$LIVE_TARGET" || ok=1
+    # The flooder itself (runuser's child), by the pid it wrote; runuser then ends.
+    [[ -s $flood/ready ]] && kill -KILL "$(<"$flood/ready")" 2>/dev/null
+    wait "$flooder" 2>/dev/null
+    rm -rf "$flood"
+    FIGURES+=("load: a one-task mapped step's planning (hidepid=2), ms of 3 steps: ${before% } without, ${PLAN_MS% } under 100,000 locks of another user")
+    echo "${FIGURES[-1]}"
+    ((USED_CACHE == 3)) || { echo "under the flood, $USED_CACHE of 3 steps used slurmd's cache"; ok=1; }
+    local slowest=${PLAN_MS% }
+    slowest=${slowest##* }
+    [[ -n $slowest ]] && ((${slowest%.*} < 500)) || { echo "planning took ${slowest:-?} ms under the flood"; ok=1; }
+    e2e_slurmd_stop
+    e2e_slurmd_start || return 1
+    return $ok
+}
+
+c_load_daemonizing_slurmd() {
+    # slurmd without -D: its init hook (and the cache) runs before it daemonizes, so the pid
+    # in the cache is gone on 22.05-24.05; the lock slurmd holds survives the forks.
+    local ok=0 pid
+    e2e_slurmd_stop
+    local mark
+    mark=$(wc -l <"$E2E_DIR/log/slurmd.log")
+    slurmd -N "$E2E_NODE" >>"$E2E_DIR/log/slurmd.out" 2>&1
+    e2e_wait_for "[[ -s $E2E_DIR/spool/slurmd.pid ]] && tail -n +$((mark + 1)) '$E2E_DIR/log/slurmd.log' | grep -q 'slurmd started on'" 60 &&
+        e2e_wait_for "[[ \$(sinfo -h -n $E2E_NODE -o %t) == idle ]]" 60 || { echo "the daemonizing slurmd did not start"; ok=1; }
+    pid=$(<"$E2E_DIR/spool/slurmd.pid")
+    E2E_PIDS[slurmd]=$pid
+    planning_ms 2 "$LIVE_TARGET" || ok=1
+    FIGURES+=("load: a daemonizing slurmd (pid $pid): ${USED_CACHE} of 2 steps used its cache, planning ms ${PLAN_MS% }")
+    echo "${FIGURES[-1]}"
+    ((USED_CACHE == 2)) || { echo "$USED_CACHE of 2 steps used the daemonized slurmd's cache"; ok=1; }
+    e2e_slurmd_stop
+    e2e_slurmd_start || return 1
+    return $ok
+}
+
 # --- Cases: hostile job users (as nobody) ------------------------------------------------------
 
 HWLOC_VARS=(HWLOC_XMLFILE HWLOC_COMPONENTS HWLOC_FSROOT HWLOC_THISSYSTEM HWLOC_PLUGINS_PATH)
@@ -447,6 +546,77 @@ c_hostile_world_writable_cache_dir() {
     e2e_slurmd_stop && e2e_slurmd_start && node_idle || return 1
     hprobe -n 1 --map-by-device="$LIVE_TARGET"
     expect_rc 0 && expect_live 1 || ok=1
+    return $ok
+}
+
+# --- Cases: forged log lines (as nobody; GresTypes=gpu, so Slurm's *_VISIBLE_DEVICES are read) --
+
+forge_setup() {
+    set_plugstack "topology=$FIX"
+    FORGE_CONF=$E2E_DIR/etc/forge.toml
+    printf 'require_step_gpus = true\n' >"$FORGE_CONF" && chmod 644 "$FORGE_CONF"
+    FORGE_BIG=$E2E_DIR/work/forge-big
+    big "$FORGE_BIG" $((131072 - 64)) "gpu:"
+}
+
+# no_forged_line MARKER: no line of slurmd.log since the mark, nor of ERR, holds MARKER except
+# after the plugin's own prefix on the same line (a newline of the job's value would start a
+# line of its own: "[2026-...] error: MARKER ...").
+no_forged_line() {
+    local forged
+    forged=$({
+        tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log"
+        printf '%s\n' "$ERR"
+    } | grep -F -- "$1" | grep -vF 'map-by-device: ')
+    [[ -z $forged ]] && return 0
+    echo "a forged line reached slurmd.log or the terminal:"
+    printf '%s\n' "$forged" | cut -c1-300
+    return 1
+}
+
+# A forged line as slurmd would write it: Slurm's timestamp and level, then MARKER's words.
+forgery() { printf '\n[2026-12-04T15:00:00.000] error: %s: security violation: node %s drained by admin' "$1" "$E2E_NODE"; }
+
+c_hostile_forged_log_lines() {
+    local ok=0 before after
+    # 1. The option's value through slurmstepd's own environment form, which srun ignores and
+    #    hands on unchecked: the step's refusal quotes it.
+    log_mark
+    run as_nobody env "_SLURM_SPANK_OPTION_map_by_device_map_by_device=gpu:bogus$(forgery FORGED-BY-OPTION)" \
+        srun --chdir=/tmp -n 1 true
+    expect_rc 1 && log_has 'invalid --map-by-device="gpu:bogus\n[2026-12-04T15:00:00.000] error: FORGED' &&
+        no_forged_line FORGED-BY-OPTION || { echo "(option's environment form)"; ok=1; }
+    # 2. An id in CUDA_VISIBLE_DEVICES, which the plugin reads as Slurm's where gres/gpu runs:
+    #    the job's own value when the step has no GPU.
+    log_mark
+    run as_nobody env "CUDA_VISIBLE_DEVICES=GPU-0$(forgery FORGED-BY-ID)" srun --chdir=/tmp -n 1 --map-by-device=gpu true
+    if ((RC == 0)); then
+        # A release that clears the job's own value for a step without GPUs (22.05 keeps it):
+        # no vector there, and still no forged line.
+        NOTES+=("Slurm $SLURM_VERSION did not hand the job's CUDA_VISIBLE_DEVICES to a step without GPUs")
+        no_forged_line FORGED-BY-ID || { echo "(CUDA_VISIBLE_DEVICES)"; ok=1; }
+    else
+        expect_rc 1 && log_has 'Slurm gave the step GPU GPU-0\n[2026-12-04T15:00:00.000] error: FORGED-BY-ID' &&
+            no_forged_line FORGED-BY-ID || { echo "(CUDA_VISIBLE_DEVICES)"; ok=1; }
+    fi
+    # 3. The job's SLURMD_NODENAME is not the node's name: a refusal names the host.
+    set_plugstack "topology=$FIX config=$FORGE_CONF"
+    log_mark
+    run as_nobody env "SLURMD_NODENAME=x$(forgery FORGED-BY-NODENAME)" srun --chdir=/tmp -n 1 --map-by-device=gpu true
+    expect_rc 1 && log_has "the step has no GPUs on $(hostname) (Slurm set no SLURM_STEP_GPUS)" &&
+        no_forged_line FORGED-BY-NODENAME || { echo "(SLURMD_NODENAME)"; ok=1; }
+    set_plugstack "topology=$FIX"
+    # 4. 128 kB of spec in the environment form: the step's lines stay short.
+    log_mark
+    before=$(stat -c %s "$E2E_DIR/log/slurmd.log")
+    run runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" bash -c \
+        '_SLURM_SPANK_OPTION_map_by_device_map_by_device=$(<"$1") exec srun --chdir=/tmp -n 1 true' - "$FORGE_BIG"
+    expect_rc 1 && log_has "is longer than 1024 bytes" || { echo "(128 kB spec)"; ok=1; }
+    after=$(stat -c %s "$E2E_DIR/log/slurmd.log")
+    FIGURES+=("forged lines: a step refused for a 128 kB spec added $((after - before)) bytes to slurmd.log")
+    echo "${FIGURES[-1]}"
+    ((after - before < 16384)) || { echo "the step's log is not bounded"; ok=1; }
+    node_idle || ok=1
     return $ok
 }
 
@@ -768,6 +938,8 @@ LOAD_CASES=(
     "load: 20 concurrent sruns (mapped, unmapped, refused), footprint flat|c_load_concurrent"
     "load: the plugin's side in a step: slurmstepd's peak RSS and descriptors, mapped or not|c_load_step_footprint"
     "load: 20 consecutive and 4 concurrent steps with live discovery, nothing left behind|c_load_live_discovery"
+    "load: a lock flood (100,000 POSIX locks of another user), slurmd hidden by hidepid=2: steps plan from the cache in ms|c_load_lock_flood"
+    "load: a daemonizing slurmd: the steps trust its cache|c_load_daemonizing_slurmd"
 )
 
 HOSTILE_CASES=(
@@ -776,6 +948,10 @@ HOSTILE_CASES=(
     "hostile: a 1 MB #SBATCH line and a NUL in a script are refused before a job exists|c_hostile_sbatch_lines"
     "hostile: a spec in #SBATCH and in the environment form: Slurm's precedence, the winner checked|c_hostile_both_forms"
     "hostile: a world-writable cache_dir with planted symlinks: refused by root, targets untouched|c_hostile_world_writable_cache_dir"
+)
+
+FORGE_CASES=(
+    "hostile: newlines in the option's environment form, a CUDA_VISIBLE_DEVICES id, SLURMD_NODENAME: no forged line in slurmd.log|c_hostile_forged_log_lines"
 )
 
 FAULT_CASES=(
@@ -850,6 +1026,7 @@ EOF
 
     run_phase affinity load_setup "${LOAD_CASES[@]}"
     run_phase affinity hostile_setup "${HOSTILE_CASES[@]}"
+    run_phase affinity-gres-types forge_setup "${FORGE_CASES[@]}"
     run_phase affinity fault_setup "${FAULT_CASES[@]}"
     if e2e_cgroup_v1_available; then
         run_phase gres - "${FAULT_GRES_CASES[@]}"
