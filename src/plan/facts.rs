@@ -107,7 +107,10 @@ pub fn visible_gpus(
             }
             VisibleDevices::Uuids(ids) => {
                 let by_uuid = node.gpu_indices_of(&ids).map_err(|id| {
-                    format!("Slurm gave the step GPU {id} ({var}), which this node's topology does not have")
+                    format!(
+                        "Slurm gave the step GPU {} ({var}), which this node's topology does not have",
+                        crate::text::excerpt(&id)
+                    )
                 })?;
                 let mut sorted = by_uuid.clone();
                 sorted.sort_unstable();
