@@ -596,7 +596,8 @@ c_hostile_forged_log_lines() {
         NOTES+=("Slurm $SLURM_VERSION did not hand the job's CUDA_VISIBLE_DEVICES to a step without GPUs")
         no_forged_line FORGED-BY-ID || { echo "(CUDA_VISIBLE_DEVICES)"; ok=1; }
     else
-        expect_rc 1 && log_has 'Slurm gave the step GPU GPU-0\n[2026-12-04T15:00:00.000] error: FORGED-BY-ID' &&
+        # The id is quoted as text::excerpt shows a value from the job: escaped and bounded.
+        expect_rc 1 && log_has 'Slurm gave the step GPU "GPU-0\n[2026-12-04T15:00:00.000] error: FORGED-BY-ID' &&
             no_forged_line FORGED-BY-ID || { echo "(CUDA_VISIBLE_DEVICES)"; ok=1; }
     fi
     # 3. The job's SLURMD_NODENAME is not the node's name: a refusal names the host.
