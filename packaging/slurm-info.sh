@@ -8,7 +8,15 @@
 #   slurm-info.sh next-series  22.06     the first version outside that series (an upper bound)
 #   slurm-info.sh plugin-dir   /usr/lib/x86_64-linux-gnu/slurm-wlm   where Slurm's own plugins are
 #   slurm-info.sh deb-version  22.05.8-4+deb12u3   the Debian version of the package owning them
-#   slurm-info.sh deb-package  slurm-wlm-basic-plugins                that package
+#   slurm-info.sh deb-package  slurm-wlm-basic-plugins                that package: Debian's, or
+#                                        slurm-smd where SchedMD's own packages are installed
+#                                        (built from the debian/ in their source; plugins in
+#                                        /usr/lib/<multiarch>/slurm)
+#   slurm-info.sh deb-other    slurm-smd   the other family's package, which the .deb's
+#                                        Depends accepts as well (same release bounds)
+#   slurm-info.sh bindgen-args -I.../spank/shim -I$SLURM_INCLUDE_DIR   for BINDGEN_EXTRA_CLANG_ARGS,
+#                                        so that the slurm-spank crate's bindings come from the
+#                                        same headers (empty for /usr/include; spank/build.rs)
 #
 # Overrides: SLURM_INCLUDE_DIR (default /usr/include, as in spank/build.rs), SLURM_PLUGIN_DIR.
 set -eu
@@ -32,6 +40,18 @@ version_hex() {
 # A file that every Slurm installs in its plugin directory.
 MARKER=task_affinity.so
 
+# The installed Debian package that owns Slurm's plugins: Debian's slurm-wlm-basic-plugins,
+# or SchedMD's slurm-smd (the two conflict), or nothing.
+deb_package() {
+    command -v dpkg-query >/dev/null 2>&1 || return 0
+    for p in slurm-wlm-basic-plugins slurm-smd; do
+        if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
 plugin_dir() {
     if [ -n "${SLURM_PLUGIN_DIR:-}" ]; then
         echo "$SLURM_PLUGIN_DIR"
@@ -39,7 +59,7 @@ plugin_dir() {
     fi
     # dpkg: the directory of the installed package's own plugins.
     if command -v dpkg-query >/dev/null 2>&1; then
-        p=$(dpkg-query -L slurm-wlm-basic-plugins 2>/dev/null | grep "/$MARKER\$" | head -n 1 || true)
+        p=$(dpkg-query -L "$(deb_package)" 2>/dev/null | grep "/$MARKER\$" | head -n 1 || true)
         if [ -n "$p" ]; then
             dirname "$p"
             return
@@ -54,7 +74,7 @@ plugin_dir() {
         fi
     fi
     # Anything else (a source install): the usual places.
-    for d in /usr/lib/x86_64-linux-gnu/slurm-wlm /usr/lib64/slurm /usr/lib/slurm /usr/local/lib/slurm /usr/local/lib64/slurm; do
+    for d in /usr/lib/x86_64-linux-gnu/slurm-wlm /usr/lib/x86_64-linux-gnu/slurm /usr/lib64/slurm /usr/lib/slurm /usr/local/lib/slurm /usr/local/lib64/slurm; do
         if [ -f "$d/$MARKER" ]; then
             echo "$d"
             return
@@ -80,14 +100,24 @@ plugin-dir)
     plugin_dir
     ;;
 deb-package)
-    echo slurm-wlm-basic-plugins
+    p=$(deb_package)
+    echo "${p:-slurm-wlm-basic-plugins}"
+    ;;
+deb-other)
+    if [ "$(deb_package)" = slurm-smd ]; then echo slurm-wlm-basic-plugins; else echo slurm-smd; fi
     ;;
 deb-version)
-    v=$(dpkg-query -W -f='${Version}' slurm-wlm-basic-plugins 2>/dev/null || true)
-    [ -n "$v" ] || die "slurm-wlm-basic-plugins is not installed (apt-get install slurm-wlm-basic-plugins libslurm-dev)"
-    echo "$v"
+    p=$(deb_package)
+    [ -n "$p" ] || die "neither slurm-wlm-basic-plugins (Debian's Slurm: apt-get install slurm-wlm-basic-plugins libslurm-dev) nor slurm-smd (SchedMD's packages: slurm-smd slurm-smd-dev) is installed"
+    dpkg-query -W -f='${Version}\n' "$p"
+    ;;
+bindgen-args)
+    if [ "$include" != /usr/include ]; then
+        shim=$(cd "$(dirname "$0")/../spank/shim" && pwd) || die "no spank/shim beside packaging/"
+        echo "-I$shim -I$include"
+    fi
     ;;
 *)
-    die "usage: slurm-info.sh version|series|next-series|plugin-dir|deb-version|deb-package"
+    die "usage: slurm-info.sh version|series|next-series|plugin-dir|deb-version|deb-package|deb-other|bindgen-args"
     ;;
 esac

@@ -104,7 +104,9 @@ count_suite() {
 release_line() {
     local debian slurm hwloc
     debian=$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}")
-    slurm=$(dpkg-query -W -f='${Version}' slurmd 2>/dev/null || echo "not installed")
+    slurm=$(dpkg-query -W -f='${Version}' slurmd 2>/dev/null ||
+        { v=$(dpkg-query -W -f='${Version}' slurm-smd-slurmd 2>/dev/null) && echo "$v (SchedMD's slurm-smd)"; } ||
+        echo "not installed")
     hwloc=$(pkg-config --modversion hwloc 2>/dev/null || echo "unknown")
     echo "release: $debian, Slurm $slurm, hwloc $hwloc, $(rustc --version 2>/dev/null || echo 'no rustc')"
 }

@@ -6,7 +6,8 @@
 //! (`cfg(slurm_kill_step = ...)`).
 //!
 //! The header is looked for in `$SLURM_INCLUDE_DIR` (default `/usr/include`); Debian's
-//! `libslurm-dev` installs it.
+//! `libslurm-dev` installs it. Headers elsewhere must reach the slurm-spank crate's bindgen
+//! too (`BINDGEN_EXTRA_CLANG_ARGS`, see `bindings_read`).
 //!
 //! It also tells the plugin what its Slurm's `spank.h` offers that older ones lack, as cfgs:
 //! `slurm_init_failure_mode` when it declares `slurm_spank_init_failure_mode` (25.05+: a
@@ -16,7 +17,9 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
+    println!("cargo:rerun-if-env-changed=BINDGEN_EXTRA_CLANG_ARGS");
     let include = std::env::var_os("SLURM_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|| "/usr/include".into());
+    bindings_read(&include);
     let header = include.join("slurm/slurm_version.h");
     println!("cargo:rerun-if-changed={}", header.display());
     let text = match std::fs::read_to_string(&header) {
@@ -69,6 +72,30 @@ fn main() {
         println!("cargo:rustc-cfg=slurm_init_failure_mode");
     }
     static_unwinder(&out);
+}
+
+/// The slurm-spank crate generates its bindings (the `spank_item` values among them) with
+/// bindgen, which reads clang's include path, not `SLURM_INCLUDE_DIR`: headers under another
+/// directory reach it only through `BINDGEN_EXTRA_CLANG_ARGS`. Without it, a build host that
+/// also has other Slurm headers in `/usr/include` would mix two releases (the plugin's
+/// version from one, the item values from the other), so that is refused here with the fix.
+/// `packaging/build-deb.sh`, `build-rpm.sh` and `slurm-info.sh bindgen-args` set it.
+fn bindings_read(include: &std::path::Path) {
+    if include == std::path::Path::new("/usr/include") {
+        return;
+    }
+    let want = format!("-I{}", include.display());
+    let args = std::env::var("BINDGEN_EXTRA_CLANG_ARGS").unwrap_or_default();
+    if !args.split_whitespace().any(|a| a == want) {
+        let shim = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_default().join("shim");
+        fail(&format!(
+            "SLURM_INCLUDE_DIR={} but the slurm-spank crate's bindings are generated from clang's include path: \
+             also set BINDGEN_EXTRA_CLANG_ARGS=\"-I{} {want}\" (packaging/slurm-info.sh bindgen-args prints it; \
+             packaging/build-deb.sh and build-rpm.sh set it themselves)",
+            include.display(),
+            shim.display()
+        ));
+    }
 }
 
 /// The unwinder linked into the plugin (GCC's `libgcc_eh.a`, the same code as `libgcc_s.so.1`)

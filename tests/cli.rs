@@ -108,10 +108,16 @@ impl TempDir {
 /// build) as DIR/NAME: a real ELF file whose `plugin_version` is the installed release, for the
 /// checks that read it. `None` (and a `skipped:` line) where no Slurm is installed.
 fn slurm_plugin_copy(dir: &TempDir, name: &str, test: &str) -> Option<String> {
-    let own = ["/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/aarch64-linux-gnu/slurm-wlm", "/usr/lib64/slurm"]
-        .iter()
-        .map(|d| Path::new(d).join("task_affinity.so"))
-        .find(|p| p.is_file());
+    let own = [
+        "/usr/lib/x86_64-linux-gnu/slurm-wlm",
+        "/usr/lib/aarch64-linux-gnu/slurm-wlm",
+        "/usr/lib/x86_64-linux-gnu/slurm",
+        "/usr/lib/aarch64-linux-gnu/slurm",
+        "/usr/lib64/slurm",
+    ]
+    .iter()
+    .map(|d| Path::new(d).join("task_affinity.so"))
+    .find(|p| p.is_file());
     let Some(own) = own else {
         common::skip_line(&format!("{test} (no installed Slurm plugin to stand in for map_by_device.so)"));
         return None;
@@ -752,7 +758,8 @@ fn check_names_the_release_and_refuses_another() {
         &[
             format!("was built for Slurm {other_series}"),
             format!("but this node runs Slurm {series}."),
-            "(slurmd -V): Slurm refuses to load it (\"Incompatible Slurm plugin version\")".to_string(),
+            "): Slurm refuses to load it (\"Incompatible Slurm plugin version\")".to_string(),
+            "(slurmd -V".to_string(),
             format!("install the map-by-device package built for Slurm {series}"),
         ],
     );

@@ -440,13 +440,23 @@ fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
         .and_then(|path| std::process::Command::new(path).arg("-V").env_clear().output());
     if let Ok(out) = &slurmd {
         if let Some(version) = SlurmVersion::from_version_output(&String::from_utf8_lossy(&out.stdout)) {
-            return Ok(NodeSlurm { version, source: "slurmd -V".into() });
+            return Ok(NodeSlurm { version, source: format!("slurmd -V{}", slurm_packaging()) });
         }
     }
     let dirs = plugin_paths.iter().filter_map(|p| p.parent()).map(Path::to_path_buf).chain(
-        ["/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib64/slurm", "/usr/lib/slurm", "/usr/local/lib/slurm"]
-            .into_iter()
-            .map(PathBuf::from),
+        [
+            // Debian's packages, then SchedMD's own (slurm-smd, built from the debian/ in their
+            // source), then RPM and source installs.
+            "/usr/lib/x86_64-linux-gnu/slurm-wlm",
+            "/usr/lib/aarch64-linux-gnu/slurm-wlm",
+            "/usr/lib/x86_64-linux-gnu/slurm",
+            "/usr/lib/aarch64-linux-gnu/slurm",
+            "/usr/lib64/slurm",
+            "/usr/lib/slurm",
+            "/usr/local/lib/slurm",
+        ]
+        .into_iter()
+        .map(PathBuf::from),
     );
     for dir in dirs {
         // task/affinity is part of every Slurm build.
@@ -459,6 +469,21 @@ fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
         Ok(out) => format!("slurmd -V printed {:?}", String::from_utf8_lossy(&out.stdout).trim()),
         Err(e) => format!("no slurmd to ask ({e}) and no task_affinity.so in Slurm's plugin directories"),
     })
+}
+
+/// Which Debian packages the node's Slurm came from, for the report: SchedMD's own
+/// (`slurm-smd-slurmd`, whose plugins live in `/usr/lib/<multiarch>/slurm`) or Debian's
+/// (`slurmd`, plugins in `.../slurm-wlm`), as dpkg's own database (root's) lists them;
+/// nothing elsewhere (RPM, a source install).
+fn slurm_packaging() -> &'static str {
+    let listed = |name: &str| Path::new("/var/lib/dpkg/info").join(format!("{name}.list")).is_file();
+    if listed("slurm-smd-slurmd") {
+        ", SchedMD's slurm-smd packages"
+    } else if listed("slurmd") {
+        ", Debian's packages"
+    } else {
+        ""
+    }
 }
 
 /// The installed Slurm's `slurmd`, by its path, never through `PATH` (`check` runs as root,

@@ -28,6 +28,13 @@ E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # (tests/browser/run.sh adds chromium for the pictures' browser test.)
 E2E_PACKAGES=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev libclang-dev libhwloc-dev
     libhwloc-plugins libudev-dev pkg-config build-essential ca-certificates jq hostname python3 procps hwloc-nox)
+# Where SchedMD's own packages are installed (slurm-smd*, built from the debian/ in their
+# source, as sites that run SchedMD's releases on Debian do), they stand for Debian's, with
+# which they conflict: the same daemons, client commands, plugins and headers.
+if dpkg-query -W -f='${Status}' slurm-smd 2>/dev/null | grep -q "install ok installed"; then
+    E2E_PACKAGES=(slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-client slurm-smd "${E2E_PACKAGES[@]:4}")
+    E2E_PACKAGES=("${E2E_PACKAGES[@]/#libslurm-dev/slurm-smd-dev}")
+fi
 # The real readers that run.sh's reader cases start inside tasks (libgomp, for gcc -fopenmp,
 # comes with build-essential): UCX's ucx_info reads UCX_NET_DEVICES, numactl shows the task's
 # binding. Not in E2E_PACKAGES, which the demo installs too; scripts/test-all.sh installs them

@@ -44,9 +44,11 @@ plugin=$plugindir/map_by_device.so
 snippet=/etc/slurm/plugstack.conf.d/map-by-device.conf
 topology=/usr/share/map-by-device/topologies/e2e-2gpu.xml
 installed=0
+created_plugstack=0
 
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
+    ((created_plugstack)) && rm -f /etc/slurm/plugstack.conf
     if [[ -n ${E2E_DIR:-} ]]; then
         ((fail == 0)) || e2e_dump_logs
         e2e_cleanup
@@ -69,10 +71,15 @@ check "the file name names the Slurm release (+slurm$slurm_series)" \
 check "the version names the Slurm release" \
     bash -c '[[ $1 == *+slurm$2 ]]' _ "$(dpkg-deb -f "$deb" Version)" "$slurm_series"
 check "the description says which Slurm release" grep -qF "This build is for Slurm $slurm_series" <<<"$(dpkg-deb -f "$deb" Description)"
-check "Depends on the Slurm it was built against ($slurm_deb)" \
-    grep -qF "slurm-wlm-basic-plugins (>= $slurm_deb)" <<<"$depends"
+slurm_pkg=$("$repo/packaging/slurm-info.sh" deb-package)
+slurm_other=$("$repo/packaging/slurm-info.sh" deb-other)
+slurm_version=$("$repo/packaging/slurm-info.sh" version)
+check "Depends on the Slurm it was built against ($slurm_pkg $slurm_deb)" \
+    grep -qF "$slurm_pkg (>= $slurm_deb)" <<<"$depends"
 check "Depends on nothing past that Slurm release (<< $slurm_next~)" \
-    grep -qF "slurm-wlm-basic-plugins (<< $slurm_next~)" <<<"$depends"
+    grep -qF "$slurm_pkg (<< $slurm_next~)" <<<"$depends"
+check "Depends accepts the other family of Slurm packages ($slurm_other) in the same release bounds" \
+    grep -qF "$slurm_pkg (>= $slurm_deb) | $slurm_other (>= $slurm_version), $slurm_pkg (<< $slurm_next~) | $slurm_other (<< $slurm_next~)" <<<"$depends"
 # srun loads the plugin: what it needs beyond what srun maps costs every step (spank/build.rs).
 unpacked=$(mktemp -d)
 dpkg-deb -x "$deb" "$unpacked"
@@ -96,6 +103,13 @@ check "the snippet is a conffile" grep -qx "$snippet" <<<"$(dpkg-deb -I "$deb" c
 
 # --- Installed --------------------------------------------------------------------------
 e2e_install_packages || die "cannot install the Slurm packages"
+# Debian's Slurm ships /etc/slurm/plugstack.conf with `include /etc/slurm/plugstack.conf.d/*.conf`;
+# SchedMD's slurm-smd packages ship none: the admin creates it (docs/admin-guide.md).
+if [[ ! -e /etc/slurm/plugstack.conf ]]; then
+    echo "deb-install: no /etc/slurm/plugstack.conf ($slurm_pkg): creating it as the admin guide says"
+    printf 'include /etc/slurm/plugstack.conf.d/*.conf\n' >/etc/slurm/plugstack.conf
+    created_plugstack=1
+fi
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$deb" >/dev/null ||
     die "apt-get install $deb failed"
 installed=1
@@ -134,7 +148,7 @@ status=$?
 check "map-by-device check (SLURM_CONF's plugstack, its includes): ready, exit 0" \
     bash -c '[[ $1 == 0 && $2 == *"Ready: yes"* && $2 == *"(present)"* ]]' _ "$status" "$out"
 check "check names the release the plugin was built for and this node's (slurmd -V)" \
-    bash -c '[[ $1 == *"    built for Slurm $2 ("* && $1 == *"  Slurm on this node: $2."*"(slurmd -V)"* ]]' _ "$out" "$slurm_series"
+    bash -c '[[ $1 == *"    built for Slurm $2 ("* && $1 == *"  Slurm on this node: $2."*"(slurmd -V"* ]]' _ "$out" "$slurm_series"
 ((status == 0)) || printf "     %s\n" "${out//$'\n'/$'\n     '}"
 check "srun --help lists --map-by-device" bash -c 'srun --help 2>&1 | grep -q -- "--map-by-device"'
 
