@@ -7,6 +7,8 @@
 #                                         # as skipped, with a line that says so)
 #   sudo scripts/test-all.sh --prepare    # only install and build (no Slurm started): CI
 #                                         # runs this before it takes the machine's lock
+#   sudo scripts/test-all.sh --install    # only install (Debian packages, Rust): CI sets up
+#                                         # the next roots this way while others run
 #
 # On Debian 12 (Slurm 22.05), 13 (24.11) or sid (26.05), as root: installs what is missing
 # (Debian packages, Rust), then runs the suites listed in SUITES one after the other, all of
@@ -102,11 +104,17 @@ count_suite() {
 
 # The release this runs on, for the summary.
 release_line() {
-    local debian slurm hwloc
+    local debian slurm hwloc p v
     debian=$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}")
-    slurm=$(dpkg-query -W -f='${Version}' slurmd 2>/dev/null ||
-        { v=$(dpkg-query -W -f='${Version}' slurm-smd-slurmd 2>/dev/null) && echo "$v (SchedMD's slurm-smd)"; } ||
-        echo "not installed")
+    slurm="not installed"
+    # Debian's slurmd, or SchedMD's own package of it (slurm-smd-slurmd).
+    for p in slurmd slurm-smd-slurmd; do
+        v=$(dpkg-query -W -f='${Status}|${Version}' "$p" 2>/dev/null) || continue
+        [[ $v == "install ok installed|"* ]] || continue
+        slurm=${v#*|}
+        [[ $p == slurm-smd-* ]] && slurm+=" (SchedMD's slurm-smd)"
+        break
+    done
     hwloc=$(pkg-config --modversion hwloc 2>/dev/null || echo "unknown")
     echo "release: $debian, Slurm $slurm, hwloc $hwloc, $(rustc --version 2>/dev/null || echo 'no rustc')"
 }
@@ -125,6 +133,7 @@ main() {
     e2e_install_packages "${TEST_PACKAGES[@]}" || { echo "0 passed, 1 failed"; exit 1; }
     e2e_ensure_rust || { echo "0 passed, 1 failed"; exit 1; }
     release_line
+    [[ ${1:-} == --install ]] && return
     if [[ ${1:-} == --prepare ]]; then
         prepare && echo "prepared in $((SECONDS - t0)) s"
         return
