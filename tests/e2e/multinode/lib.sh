@@ -18,8 +18,8 @@
 # slurmd also has its own UTS namespace (hostname = its node name, so gethostname() and the
 # PMIX_DEVICE_ID host name the node) and mount namespace (its own /etc/hosts naming the
 # nodes). slurmctld and every client (srun, sbatch, salloc, squeue, sinfo, scontrol,
-# scancel) run in the hub: the shell functions below wrap them in nsenter. munged is shared
-# through its socket. The namespaces are entered with `nsenter --net=/run/netns/NAME`:
+# scancel) run in the hub: the shell functions below wrap them in nsenter. Each node has its
+# own munged (same key), the hub another. The namespaces are entered with `nsenter --net=/run/netns/NAME`:
 # `ip netns exec` remounts /sys, which hides /sys/fs/cgroup, and slurmd then refuses to start.
 #
 # Each slurmd reads its own slurm.conf ($E2E_DIR/etc/slurm-NODE.conf), identical to the
@@ -223,7 +223,8 @@ EOF
         echo "PartitionName=debug Nodes=$(IFS=,; echo "${MN_NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
     } >"$E2E_DIR/etc/slurm.conf"
     for node in "${MN_NODES[@]}"; do
-        sed "s|^PlugStackConfig=.*|PlugStackConfig=$E2E_DIR/etc/plugstack-$node.conf|" \
+        sed -e "s|^PlugStackConfig=.*|PlugStackConfig=$E2E_DIR/etc/plugstack-$node.conf|" \
+            -e "s|^AuthInfo=.*|AuthInfo=socket=$E2E_DIR/munge/munge-$node.socket|" \
             "$E2E_DIR/etc/slurm.conf" >"$E2E_DIR/etc/slurm-$node.conf"
     done
     {
@@ -253,15 +254,27 @@ mn_all_idle() {
     [[ $(grep -c ' idle$' <<<"$states") == "${#MN_NODES[@]}" ]]
 }
 
-# munged, slurmctld (hub) and every slurmd; waits until every node is idle.
+# mn_munged_start NAME SOCKET: a munged (same key) at SOCKET, as E2E_PIDS[NAME].
+mn_munged_start() {
+    local name=$1 socket=$2 log=$E2E_DIR/log
+    munged -F --force --key-file="$E2E_DIR/munge/munge.key" --socket="$socket" \
+        --pid-file="$E2E_DIR/munge/$name.pid" --log-file="$log/$name.log" \
+        --seed-file="$E2E_DIR/munge/$name.seed" >>"$log/$name.out" 2>&1 &
+    E2E_PIDS[$name]=$!
+    e2e_wait_for "[[ -S '$socket' ]]" 10 || { mn_log "$name did not start"; return 1; }
+}
+
+# munged (one for the hub and one per node, as on a cluster: munged refuses to decode the same
+# credential twice, and with one munged for all, Slurm 25.11's nodes refused each multi-node
+# step's launch request, "_verify_signature: failed decode"), slurmctld (hub) and every
+# slurmd; waits until every node is idle.
 mn_cluster_start() {
     local log=$E2E_DIR/log node
     mn_write_slurm_conf
-    munged -F --force --key-file="$E2E_DIR/munge/munge.key" --socket="$E2E_DIR/munge/munge.socket" \
-        --pid-file="$E2E_DIR/munge/munged.pid" --log-file="$log/munged.log" \
-        --seed-file="$E2E_DIR/munge/munged.seed" >>"$log/munged.out" 2>&1 &
-    E2E_PIDS[munged]=$!
-    e2e_wait_for "[[ -S '$E2E_DIR/munge/munge.socket' ]]" 10 || { mn_log "munged did not start"; return 1; }
+    mn_munged_start munged "$E2E_DIR/munge/munge.socket" || return 1
+    for node in "${MN_NODES[@]}"; do
+        mn_munged_start "munged-$node" "$E2E_DIR/munge/munge-$node.socket" || return 1
+    done
     # nsenter execs slurmctld (a shell function here would leave $! a subshell).
     nsenter --net="/run/netns/$MN_HUB" -- slurmctld -D -i >>"$log/slurmctld.out" 2>&1 &
     E2E_PIDS[slurmctld]=$!
@@ -303,7 +316,9 @@ mn_cluster_stop() {
         [[ $name == slurmd-* ]] && e2e_stop_daemon "$name"
     done
     e2e_stop_daemon slurmctld
-    e2e_stop_daemon munged
+    for name in "${!E2E_PIDS[@]}"; do
+        [[ $name == munged* ]] && e2e_stop_daemon "$name"
+    done
     return 0
 }
 
