@@ -448,7 +448,7 @@ fn idle_step_gpus_and_scattered_groups_are_said_with_the_spec_that_fixes_them() 
     let turin = topo("turin-h200.xml");
     let out = ok(&["plan", "--short", "--topology", &turin, "--step-gpus", "0-3", "-n", "2", "gpu"]);
     assert!(
-        out.contains("warning: the step has 4 GPUs on turin-h200, but its 2 tasks with ndev=1 use 2: cuda2, cuda3 stay idle; write --map-by-device=gpu:ndev=auto"),
+        out.contains("warning: the step has 4 GPUs on turin-h200, but the plan for its 2 tasks with ndev=1 uses 2; idle: cuda2, cuda3; write --map-by-device=gpu:ndev=auto"),
         "{out}"
     );
     for spec in ["gpu:ndev=auto", "gpu:ndev=2"] {

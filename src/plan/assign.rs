@@ -134,10 +134,10 @@ fn idle_gpus_warning(
         format!("with a task count that divides {}, --map-by-device={auto} divides them among the tasks", list.len())
     };
     warnings.push(format!(
-        "the step has {} GPUs on {}, but its {} tasks with ndev={} use {}: {} stay idle; {fix}",
+        "the step has {} GPUs on {}, but the plan for its {} with ndev={} uses {}; idle: {}; {fix}",
         list.len(),
         node.hostname(),
-        facts.ntasks,
+        if facts.ntasks == 1 { "1 task".to_string() } else { format!("{} tasks", facts.ntasks) },
         spec.ndev,
         list.len() - idle.len(),
         idle.join(", ")

@@ -17,20 +17,25 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "_.-".contains(c)
 }
 
-/// Open MPI's `--map-by` objects (PRRTE's names and their older synonyms), with the
-/// `bind=` level of a device's locality that comes closest and Slurm's `--cpu-bind` for it.
-const OPENMPI_OBJECTS: [(&str, Option<&str>, Option<&str>); 11] = [
-    ("package", Some("package"), Some("sockets")),
-    ("socket", Some("package"), Some("sockets")),
-    ("numa", Some("numa"), Some("ldoms")),
-    ("l3cache", Some("l3cache"), None),
-    ("l2cache", Some("l2cache"), None),
-    ("l1cache", Some("l1cache"), None),
-    ("core", Some("core"), Some("cores")),
-    ("hwthread", Some("hwthread"), Some("threads")),
-    ("node", None, None),
-    ("slot", None, None),
-    ("board", None, None),
+/// Open MPI's `--map-by` objects (PRRTE's names and their older synonyms): the spec that
+/// does the same with devices, what it does, and Slurm's own option for it without devices.
+const OPENMPI_OBJECTS: [(&str, &str, &str, &str); 11] = [
+    ("package", "gpu:interleave", "consecutive tasks on GPUs of alternate packages", "--distribution=block:cyclic"),
+    ("socket", "gpu:interleave", "consecutive tasks on GPUs of alternate packages", "--distribution=block:cyclic"),
+    (
+        "numa",
+        "gpu:interleave=numa",
+        "consecutive tasks on GPUs of alternate NUMA domains",
+        "--distribution=block:cyclic",
+    ),
+    ("l3cache", "gpu:interleave=l3cache", "consecutive tasks on GPUs of alternate L3 caches", ""),
+    ("l2cache", "gpu:interleave=l2cache", "consecutive tasks on GPUs of alternate L2 caches", ""),
+    ("l1cache", "gpu:interleave=l1cache", "consecutive tasks on GPUs of alternate L1 caches", ""),
+    ("core", "gpu:bind=core", "each task one core next to its GPU", "--cpu-bind=cores"),
+    ("hwthread", "gpu:bind=hwthread", "each task one hardware thread next to its GPU", "--cpu-bind=threads"),
+    ("node", "gpu", "each task its own GPU and the CPUs near it", "--ntasks-per-node"),
+    ("slot", "gpu", "each task its own GPU and the CPUs near it", ""),
+    ("board", "gpu", "each task its own GPU and the CPUs near it", ""),
 ];
 
 /// Checks a target that is no class word and no `none` (`text` is the whole spec, for Open
@@ -116,19 +121,9 @@ fn openmpi(text: &str, target: &str) -> Option<String> {
         let n = count.trim().parse::<u32>().ok().filter(|n| *n >= 1).map_or_else(|| "N".to_string(), |n| n.to_string());
         return Some(ppr_fix(&n, resource.trim()));
     }
-    let (_, bind, cpu_bind) = OPENMPI_OBJECTS.iter().find(|(w, _, _)| target.eq_ignore_ascii_case(w))?;
-    Some(match (bind, cpu_bind) {
-        (Some(level), Some(slurm)) => format!(
-            "--map-by-device gives each task a device: write gpu:bind={level} (each task bound to a {level} next to \
-             its GPU), or use Slurm's own --cpu-bind={slurm} without devices"
-        ),
-        (Some(level), None) => {
-            format!("--map-by-device gives each task a device: write gpu:bind={level} (each task bound to a {level} next to its GPU)")
-        }
-        _ => "Slurm places tasks on nodes (--ntasks-per-node, --distribution); --map-by-device then gives each task a \
-              device: write gpu"
-            .into(),
-    })
+    let (_, spec, what, slurm) = OPENMPI_OBJECTS.iter().find(|(w, ..)| target.eq_ignore_ascii_case(w))?;
+    let slurm = if slurm.is_empty() { String::new() } else { format!(", or Slurm's own {slurm} without devices") };
+    Some(format!("--map-by-device gives each task a device: write {spec} ({what}){slurm}"))
 }
 
 /// `ppr:N:RESOURCE`: N tasks per device is `CLASS:ppr=N`; per package, core or node, Slurm's
@@ -230,12 +225,12 @@ mod tests {
             ("ppr:2:core", "--ntasks-per-core=2"),
             ("ppr:2:numa", "for 2 tasks per GPU write gpu:ppr=2"),
             ("device=gpu", "write gpu"),
-            ("package", "gpu:bind=package"),
-            ("socket", "--cpu-bind=sockets"),
-            ("numa", "gpu:bind=numa"),
-            ("core", "--cpu-bind=cores"),
-            ("l3cache", "gpu:bind=l3cache"),
-            ("node", "write gpu"),
+            ("package", "write gpu:interleave (consecutive tasks on GPUs of alternate packages)"),
+            ("socket", "--distribution=block:cyclic"),
+            ("numa", "gpu:interleave=numa"),
+            ("core", "write gpu:bind=core"),
+            ("l3cache", "gpu:interleave=l3cache"),
+            ("node", "write gpu ("),
         ] {
             let e = err(given);
             assert!(e.contains("Open MPI's --map-by spelling") && e.contains(needle), "{given}: {e}");
