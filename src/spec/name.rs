@@ -130,6 +130,9 @@ fn openmpi(text: &str, target: &str) -> Option<String> {
 /// own `--ntasks-per-*`.
 fn ppr_fix(n: &str, resource: &str) -> String {
     if let Some((word, _)) = CLASS_WORDS.iter().find(|(w, _)| *w == resource) {
+        if n == "1" {
+            return format!("write {word} (one task on each {word} device; {word}:ppr=N for N consecutive tasks)");
+        }
         return format!("write {word}:ppr={n} ({n} consecutive tasks on each {word} device)");
     }
     let slurm = match resource {
@@ -218,7 +221,7 @@ mod tests {
         for (given, needle) in [
             ("ppr:2:gpu", "write gpu:ppr=2"),
             ("PPR:2:GPU", "write gpu:ppr=2"),
-            ("ppr:1:nic", "write nic:ppr=1"),
+            ("ppr:1:nic", "write nic (one task on each nic device"),
             ("ppr:1:package", "--ntasks-per-socket=1"),
             ("ppr:1:socket", "--ntasks-per-socket=1"),
             ("ppr:4:node", "--ntasks-per-node=4"),
