@@ -439,6 +439,8 @@ fn open_mpi_spellings_and_silent_mistakes_are_refused_with_the_fix() {
     // The preview names its own flag, not the plugin's topology= setting.
     let err = refused(&["plan", "--topology", "/nonexistent/topo.xml", "-n", "1", "gpu"]);
     assert!(err.contains("cannot read --topology /nonexistent/topo.xml") && !err.contains("topology="), "{err}");
+    let err = refused(&["plan", "--topology", &turin, "--step-gpus", "7", "-n", "1", "gpu"]);
+    assert!(err.contains("--step-gpus names GPU index 7") && !err.contains("topology="), "{err}");
 }
 
 /// Issue 24: a plan that leaves some of the step's GPUs idle says so, with the spec that

@@ -849,7 +849,14 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
             if let Some(path) = &args.svg {
                 write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
             }
-            let plan = outcome?;
+            let plan = outcome.map_err(|e| match e {
+                // The preview's flags, named as such (the plugin's message names its topology=).
+                PlanError::StepGpuOutOfRange { index, have, host } => CliError::Foreign(format!(
+                    "--step-gpus names GPU index {index}, but the topology of {host} has only {have} GPUs: give \
+                     indices below {have}, or the --topology of the node they belong to"
+                )),
+                other => CliError::Plan(other),
+            })?;
             if args.json {
                 return Ok((format!("{}\n", report::plan_json(&node, &plan)), true));
             }
