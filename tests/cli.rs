@@ -299,7 +299,7 @@ fn refusals_exit_2_with_one_error_line_and_no_stdout() {
         (vec!["check", "--topology", &turin, "--config", "/nonexistent/map-by-device.toml"], "--config"),
         // The flags' own mistakes (issue 10): a spec that starts with '-' is still a spec,
         // nothing but a regular file is read as XML, and every CPU named is the node's.
-        (vec!["plan", "--topology", &turin, "-n", "1", "-gpu"], "no device named \"-gpu\""),
+        (vec!["plan", "--topology", &turin, "-n", "1", "-gpu"], "no device is named \"-gpu\" (did you mean gpu?)"),
         (vec!["plan", "--topology", "/dev/zero", "-n", "1", "gpu"], "not a regular file"),
         (vec!["plan", "--topology", &turin, "-n", "1", "--allowed-cpus", "", "gpu"], "--allowed-cpus is empty"),
         (
@@ -377,9 +377,13 @@ fn refusals_name_the_next_keystroke() {
         ("gpu:ndev2", "(did you mean ndev=2?)"),
         ("gpu:shard", "(did you mean shared?)"),
         ("gpu:bind=cores", "(did you mean core?)"),
-        ("gpus", "; did you mean gpu?"),
+        ("gpus", "(did you mean gpu?)"),
         ("mlx6_0", "; did you mean mlx5_0?"),
         ("gpu,shared", "write them with ':' (gpu:shared)"),
+        // Issue 24: the other separators, and ndev=0 (most often meant as "all of them").
+        ("gpu;shared", "a semicolon does not separate qualifiers, write them with ':' (gpu:shared)"),
+        ("gpu shared", "a blank does not separate qualifiers, write them with ':' (gpu:shared)"),
+        ("gpu:ndev=0", "(did you mean ndev=auto?)"),
     ] {
         let err = refused(&["plan", "--topology", &turin, "-n", "1", spec]);
         assert!(err.contains(hint), "{spec}: {err}");
@@ -410,6 +414,69 @@ fn refusals_name_the_next_keystroke() {
     // plan --help carries the grammar in short.
     let help = ok(&["plan", "--help"]);
     assert!(help.contains("SPEC: TARGET[:QUALIFIER[=VALUE]]...") && help.contains("map-by-device(8)"), "{help}");
+}
+
+/// Issue 24: what a user coming from Open MPI types, and the mistakes that used to pass
+/// silently, each refused in one line with the spelling that does it.
+#[test]
+fn open_mpi_spellings_and_silent_mistakes_are_refused_with_the_fix() {
+    let turin = topo("turin-h200.xml");
+    for (args, needle) in [
+        (
+            vec!["-n", "4", "ppr:2:gpu"],
+            "\"ppr:2:gpu\" is Open MPI's --map-by spelling, not a --map-by-device spec: write gpu:ppr=2",
+        ),
+        (vec!["-n", "2", "ppr:1:package"], "--ntasks-per-socket=1"),
+        (vec!["-n", "2", "device=gpu"], "write gpu"),
+        (vec!["-n", "2", "--map-by", "ppr:1:package"], "--map-by is Open MPI's option; plan previews --map-by-device"),
+        (vec!["-n", "2", "--map-by", "ppr:1:package", "gpu"], "--ntasks-per-socket=1"),
+        (vec!["-n", "4", "--map-by", "ppr:2:gpu"], "write gpu:ppr=2"),
+        (
+            vec!["--ntasks-per-node", "2", "gpu"],
+            "--ntasks-per-node is Slurm's option; plan previews one node: write -n 2",
+        ),
+        (vec!["-n", "0", "gpu"], "-n 0: a step has at least one task on the node"),
+    ] {
+        let mut all = vec!["plan", "--topology", &turin];
+        all.extend(args.iter().copied());
+        let err = refused(&all);
+        assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+    }
+    // The preview names its own flag, not the plugin's topology= setting.
+    let err = refused(&["plan", "--topology", "/nonexistent/topo.xml", "-n", "1", "gpu"]);
+    assert!(err.contains("cannot read --topology /nonexistent/topo.xml") && !err.contains("topology="), "{err}");
+    let err = refused(&["plan", "--topology", &turin, "--step-gpus", "7", "-n", "1", "gpu"]);
+    assert!(err.contains("--step-gpus names GPU index 7") && !err.contains("topology="), "{err}");
+}
+
+/// Issue 24: a plan that leaves some of the step's GPUs idle says so, with the spec that
+/// uses them all; one that uses them all says nothing.
+#[test]
+fn idle_step_gpus_and_scattered_groups_are_said_with_the_spec_that_fixes_them() {
+    let turin = topo("turin-h200.xml");
+    let out = ok(&["plan", "--short", "--topology", &turin, "--step-gpus", "0-3", "-n", "2", "gpu"]);
+    assert!(
+        out.contains("warning: the step has 4 GPUs on turin-h200, but the plan for its 2 tasks with ndev=1 uses 2; idle: cuda2, cuda3; write --map-by-device=gpu:ndev=auto"),
+        "{out}"
+    );
+    for spec in ["gpu:ndev=auto", "gpu:ndev=2"] {
+        let out = ok(&["plan", "--short", "--topology", &turin, "--step-gpus", "0-3", "-n", "2", spec]);
+        assert!(!out.contains("warning"), "{spec}: {out}");
+    }
+    // Without a GPU allocation the node's GPUs are not the step's: no warning.
+    assert!(!ok(&["plan", "--short", "--topology", &turin, "-n", "2", "gpu"]).contains("warning"));
+    // 8 GCDs, 2 tasks of 4 in PCI order: NUMA domains 1 and 3; compact gives neighbours.
+    let mi = topo("amd-mi250x.xml");
+    let out = ok(&["plan", "--short", "--topology", &mi, "-n", "2", "gpu:ndev=4"]);
+    assert!(
+        out.contains("warning: task 0's 4 gpu devices lie in NUMA domains 1 and 3, which are not neighbours")
+            && out.contains("--map-by-device=gpu:ndev=4:compact"),
+        "{out}"
+    );
+    for spec in ["gpu:ndev=4:compact", "gpu:ndev=2", "gpu:ndev=auto:compact"] {
+        let out = ok(&["plan", "--short", "--topology", &mi, "-n", "2", spec]);
+        assert!(!out.contains("not neighbours"), "{spec}: {out}");
+    }
 }
 
 // --- check ------------------------------------------------------------------------------

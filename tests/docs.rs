@@ -263,6 +263,45 @@ fn every_picture_is_drawn_by_a_documented_command_and_shown() {
     }
 }
 
+/// The user guide's "Coming from Open MPI" table is what the engine says: each Open MPI
+/// spelling in its first column is refused naming every equivalent in its second, and each
+/// equivalent spec has its preview in the section (issue 24).
+#[test]
+fn the_open_mpi_table_is_what_the_engine_says() {
+    let guide = read("docs/user-guide.md");
+    let section = guide
+        .split("## Coming from Open MPI `--map-by`")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/user-guide.md has a \"Coming from Open MPI `--map-by`\" section");
+    let spans = |cell: &str| cell.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<String>>();
+    let previews: Vec<String> = examples("docs/user-guide.md")
+        .into_iter()
+        .filter(|ex| section.contains(&ex.command))
+        .filter_map(|ex| words(&ex.command).last().cloned())
+        .collect();
+    let mut rows = 0;
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let (open_mpi, ours) = (spans(cells[0]), spans(cells[1]));
+        assert!(!open_mpi.is_empty() && !ours.is_empty(), "{row}");
+        for given in &open_mpi {
+            let given = given.trim_start_matches("--map-by ");
+            let e = map_by_device::spec::Spec::parse(given).expect_err(given).to_string();
+            assert!(e.contains("Open MPI's --map-by spelling"), "{given}: {e}");
+            for want in &ours {
+                assert!(e.contains(want.as_str()), "{given}: the table says {want}, the engine says {e}");
+            }
+            assert!(previews.iter().any(|p| p == given), "no preview of {given} in the section");
+        }
+        for spec in ours.iter().filter(|w| !w.starts_with('-')) {
+            assert!(previews.contains(spec), "no preview of {spec} in the section");
+        }
+        rows += 1;
+    }
+    assert!(rows >= 6, "{rows} rows");
+}
+
 #[test]
 fn every_variable_is_documented() {
     let variables = read("docs/variables.md");

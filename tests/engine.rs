@@ -207,7 +207,10 @@ fn refusals() {
     assert!(matches!(run(&n, "gpu", 5), Err(PlanError::TooManyTasks { .. })));
     assert!(matches!(run(&n, "gpu:ndev=2", 3), Err(PlanError::TooManyTasks { .. })));
     assert!(matches!(run(&n, "gpu:ndev=5", 1), Err(PlanError::NdevTooLarge { .. })));
-    let e = run(&n, "gpu,ndev=2", 1).unwrap_err();
+    // A comma is refused where the spec is read; the node still says so for a name it is given.
+    let e = Spec::parse("gpu,ndev=2").unwrap_err();
+    assert!(e.to_string().contains("comma"), "{e}");
+    let e = map_by_device::plan::named_device(&n, "gpu,ndev=2").unwrap_err();
     assert!(e.to_string().contains("comma"), "{e}");
     let none = node("no-gpu.xml");
     assert!(matches!(run(&none, "gpu", 1), Err(PlanError::NoDevices { .. })));
@@ -444,7 +447,10 @@ fn every_real_topology_maps_or_refuses_clearly() {
 #[test]
 fn an_unknown_device_is_named_on_one_printable_line() {
     let n = node("e2e-2gpu.xml");
-    let e = plan(&Spec::parse("x\u{1f},y\r").unwrap(), &n, &facts(1)).unwrap_err().to_string();
+    let e = map_by_device::plan::named_device(&n, "x\u{1f},y").unwrap_err().to_string();
+    assert!(e.contains("write them with ':' (x\\u{1f}:y") && !e.chars().any(char::is_control), "{e}");
+    // The spec itself is refused first, where it is read, on one printable line too.
+    let e = Spec::parse("x\u{1f},y\r").unwrap_err().to_string();
     assert!(e.contains("write them with ':' (x\\u{1f}:y") && !e.chars().any(char::is_control), "{e}");
 }
 

@@ -146,7 +146,7 @@ static FORGET_OPTION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 
 /// The option's one-line `--help` text.
 const USAGE: &str = "Give each task its own device and the CPUs near it. SPEC is gpu, network, block, \
-a device name or none, then :qualifiers (interleave shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL overload env=all|none omp closest verbose)";
+a device name or none, then :qualifiers (interleave shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL overload env=all|none omp closest adapters verbose)";
 
 /// The plugin's state in one process (srun, sbatch, salloc, slurmd or one step's slurmstepd;
 /// each task inherits a copy when slurmstepd forks it).
@@ -381,14 +381,7 @@ unsafe impl Plugin for MapByDevice {
                     }
                     Ok(())
                 }
-                Err(Refusal::SlurmBindsGpus(why)) => Err(once(
-                    task,
-                    format!(
-                        "--map-by-device={} cannot be combined with Slurm's GPU binding ({why}; --gpus-per-task and \
-                         --ntasks-per-gpu imply one): drop --gpu-bind or use --gpu-bind=none, or drop --map-by-device",
-                        planned.spec
-                    ),
-                )),
+                Err(Refusal::SlurmBindsGpus(why)) => Err(once(task, step::gpu_binding_refusal(&planned.spec, &why))),
                 Err(Refusal::Task(message)) if soft => {
                     admin_log(LogLevel::Debug, &format!("default not applied to task {task}: {message}"));
                     Ok(())
@@ -647,5 +640,18 @@ mod tests {
     #[test]
     fn usage_is_one_line() {
         assert!(!USAGE.contains('\n'));
+    }
+
+    /// `srun --help` lists every qualifier the parser knows (issue 24: `adapters` was missing).
+    #[test]
+    fn usage_lists_every_qualifier() {
+        let e = Spec::parse("gpu:no_such_qualifier").unwrap_err().to_string();
+        let list = e.split("expected one of ").nth(1).unwrap();
+        for q in list.split(", ") {
+            assert!(
+                USAGE.split(['(', ')', ' ']).any(|w| w == q || w.starts_with(&format!("{q}="))),
+                "{q} not in {USAGE}"
+            );
+        }
     }
 }

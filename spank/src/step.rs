@@ -376,6 +376,51 @@ pub fn slurm_gpu_binding(
     })
 }
 
+/// The refusal of a GPU mapping that Slurm's own GPU binding contradicts (`why`: what gave
+/// it away, from [`slurm_gpu_binding`]), with the spelling that agrees with Slurm:
+/// `--gpus-per-task=N` (`per_task:N`) is `ndev=auto`, which gives each task exactly Slurm's
+/// N GPUs; `--ntasks-per-gpu=K` (`single:K`) is `gpu:ppr=K` with GPUs per node. Otherwise,
+/// and after those: `--gpu-bind=none`, or one of the two.
+pub fn gpu_binding_refusal(spec: &Spec, why: &str) -> String {
+    let count =
+        |key: &str| why.split(key).nth(1).map(|rest| rest.chars().take_while(char::is_ascii_digit).collect::<String>());
+    let gpu_class = spec.target == Target::Class(DeviceClass::Gpu);
+    let first = match (count("per_task:"), count("single:")) {
+        // Slurm groups the step's GPUs in its index order; compact regroups them by the tree.
+        (Some(n), _) if gpu_class && spec.compact => {
+            let mut plain = spec.clone();
+            plain.compact = false;
+            format!(
+                "--gpus-per-task={n} hands each task {n} GPUs in Slurm's index order, which compact does not keep: \
+                 drop :compact (--map-by-device={plain}), or ask for --gpus-per-node with --ntasks-per-node to keep \
+                 it; else "
+            )
+        }
+        (Some(n), _) if gpu_class && !spec.ndev_auto => {
+            let mut auto = spec.clone();
+            auto.ndev_auto = true;
+            auto.ndev = 1;
+            format!(
+                "add :ndev=auto (--map-by-device={auto} gives each task exactly the {n} GPUs --gpus-per-task binds \
+                 to it, and their CPUs); else "
+            )
+        }
+        (_, Some(k)) if gpu_class && k.parse::<u32>().is_ok_and(|k| k >= 1) => {
+            let mut ppr = spec.clone();
+            ppr.ppr = k.parse().ok();
+            format!(
+                "for --ntasks-per-gpu={k} write --gpus-per-node=G --ntasks-per-node={k}*G --map-by-device={ppr} \
+                 ({k} consecutive tasks on each GPU); else "
+            )
+        }
+        _ => String::new(),
+    };
+    format!(
+        "--map-by-device={spec} cannot be combined with Slurm's GPU binding ({why}; --gpus-per-task and \
+         --ntasks-per-gpu imply one): {first}drop --gpu-bind or use --gpu-bind=none, or drop --map-by-device"
+    )
+}
+
 /// The GPU binding options of a `SLURMD_TRES_BIND` value: `gpu:verbose,closest` (22.05) or
 /// `gres/gpu:closest` (23.11+) -> `["verbose", "closest"]`; other resources are ignored.
 fn gpu_bind_options(tres: &str) -> Vec<&str> {
@@ -598,6 +643,34 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn the_gpu_binding_refusal_names_the_spec_that_agrees_with_slurm() {
+        let spec = |s: &str| Spec::parse(s).unwrap();
+        // --gpus-per-task=2 with ndev=1: ndev=auto takes exactly Slurm's two GPUs per task.
+        let m = gpu_binding_refusal(&spec("gpu:verbose"), "SLURMD_TRES_BIND=gres/gpu:per_task:2");
+        assert!(
+            m.contains("add :ndev=auto (--map-by-device=gpu:ndev=auto:verbose gives each task exactly the 2 GPUs"),
+            "{m}"
+        );
+        assert!(m.ends_with("drop --gpu-bind or use --gpu-bind=none, or drop --map-by-device"), "{m}");
+        // --ntasks-per-gpu=3: gpu:ppr=3 with GPUs per node.
+        let m = gpu_binding_refusal(&spec("gpu"), "SLURMD_TRES_BIND=gpu:single:3");
+        assert!(m.contains("--ntasks-per-node=3*G --map-by-device=gpu:ppr=3"), "{m}");
+        // compact regroups the GPUs that --gpus-per-task gave in index order.
+        let m = gpu_binding_refusal(&spec("gpu:ndev=auto:compact"), "SLURMD_TRES_BIND=gres/gpu:per_task:4");
+        assert!(m.contains("drop :compact (--map-by-device=gpu:ndev=auto)"), "{m}");
+        // --gpu-bind=closest, a named device, or ndev=auto already: --gpu-bind=none.
+        for (s, why) in [
+            ("gpu", "SLURMD_TRES_BIND=gres/gpu:closest"),
+            ("65:00.0:shared", "SLURMD_TRES_BIND=gres/gpu:per_task:1"),
+            ("gpu:ndev=auto", "SLURMD_TRES_BIND=gres/gpu:per_task:1"),
+        ] {
+            let m = gpu_binding_refusal(&spec(s), why);
+            assert!(!m.contains("ndev=auto (") && !m.contains("ppr="), "{s}: {m}");
+            assert!(m.contains(&format!("({why};")) && m.contains("use --gpu-bind=none"), "{s}: {m}");
+        }
     }
 
     #[test]

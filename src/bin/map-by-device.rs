@@ -43,6 +43,11 @@ enum CliError {
     CpusOutsideNode { flag: &'static str, cpus: String, host: String, node: String },
     #[error("--cpus-per-task 0: a task needs at least one CPU")]
     ZeroCpusPerTask,
+    #[error("-n 0: a step has at least one task on the node; give -n N with the step's tasks on this node")]
+    ZeroTasks,
+    /// Open MPI's `--map-by`, or Slurm's `--ntasks-per-node`, given to `plan`.
+    #[error("{0}")]
+    Foreign(String),
     #[error("invalid --ze-hierarchy {given:?}: expected FLAT, COMPOSITE or COMBINED")]
     ZeHierarchy { given: String },
     #[error("cannot read {flag} {}: {source}", path.display())]
@@ -147,8 +152,14 @@ struct PlanArgs {
     #[command(flatten)]
     source: Source,
     /// Number of tasks of the step on this node.
-    #[arg(long, short = 'n', value_name = "N")]
-    ntasks: u32,
+    #[arg(long, short = 'n', value_name = "N", required_unless_present_any = ["map_by", "ntasks_per_node"])]
+    ntasks: Option<u32>,
+    /// Open MPI's option, refused with its --map-by-device spelling.
+    #[arg(long = "map-by", value_name = "X", hide = true)]
+    map_by: Option<String>,
+    /// Slurm's option, refused: the preview's -n is the tasks on this node.
+    #[arg(long = "ntasks-per-node", value_name = "N", hide = true)]
+    ntasks_per_node: Option<String>,
     /// Slurm's --cpus-per-task (the default pe for per-core bindings).
     #[arg(long, short = 'c', value_name = "N")]
     cpus_per_task: Option<u32>,
@@ -177,8 +188,8 @@ struct PlanArgs {
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
     /// The --map-by-device spec (one that starts with '-' is read as a spec too).
-    #[arg(allow_hyphen_values = true)]
-    spec: String,
+    #[arg(allow_hyphen_values = true, required_unless_present = "map_by")]
+    spec: Option<String>,
 }
 
 /// The step's CPUs and the tasks' bindings must be CPUs of the node.
@@ -211,10 +222,16 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
     let xml = source.topology.as_ref().or(config.topology.as_ref());
     let live = xml.is_none();
     let topology = match (&source.topology, &config.topology) {
-        (Some(path), _) => map_by_device::load::from_xml_file(path),
+        // The preview's own flag, named as such (the plugin's message names its topology=).
+        (Some(path), _) => map_by_device::load::from_xml_file(path).map_err(|e| match e {
+            map_by_device::load::LoadError::Read { path, source } => {
+                CliError::Read { flag: "--topology", path, source }
+            }
+            other => other.into(),
+        }),
         // The plugin's own topology=, read the way the plugin reads it.
-        (None, Some(path)) => map_by_device::load::from_trusted_xml_file(path),
-        (None, None) => map_by_device::load::live(config.discovery_timeout()),
+        (None, Some(path)) => map_by_device::load::from_trusted_xml_file(path).map_err(CliError::from),
+        (None, None) => map_by_device::load::live(config.discovery_timeout()).map_err(CliError::from),
     }?;
     let hostname = source.hostname.clone().or_else(|| live.then(map_by_device::host::name).flatten());
     // The plugin's rules first (config roots, else the node's own /proc and /sys when live),
@@ -241,7 +258,34 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
     Ok(Node::new(topology, options))
 }
 
+/// `plan --map-by X` (Open MPI's option) and `plan --ntasks-per-node N` (Slurm's): what the
+/// preview takes instead, with the spec or option that does it.
+fn foreign_flags(args: &PlanArgs) -> Result<(), CliError> {
+    if let Some(x) = &args.map_by {
+        let fix = match Spec::parse(x) {
+            Err(e @ map_by_device::spec::SpecError::OpenMpi { .. }) => e.to_string(),
+            _ => format!("map-by-device plan -n N {}", map_by_device::text::excerpt(x)),
+        };
+        return Err(CliError::Foreign(format!(
+            "--map-by is Open MPI's option; plan previews --map-by-device, whose spec is its last word: {fix}"
+        )));
+    }
+    if let Some(n) = &args.ntasks_per_node {
+        return Err(CliError::Foreign(format!(
+            "--ntasks-per-node is Slurm's option; plan previews one node: write -n {} for the step's tasks on it",
+            map_by_device::text::excerpt(n)
+        )));
+    }
+    Ok(())
+}
+
 fn facts_from(args: &PlanArgs) -> Result<StepFacts, CliError> {
+    foreign_flags(args)?;
+    let ntasks = match args.ntasks {
+        Some(0) => return Err(CliError::ZeroTasks),
+        Some(n) => n,
+        None => return Err(CliError::ZeroTasks),
+    };
     if args.cpus_per_task == Some(0) {
         return Err(CliError::ZeroCpusPerTask);
     }
@@ -271,7 +315,7 @@ fn facts_from(args: &PlanArgs) -> Result<StepFacts, CliError> {
         env.insert(k.to_string(), v.to_string());
     }
     Ok(StepFacts {
-        ntasks: args.ntasks,
+        ntasks,
         cpus_per_task: args.cpus_per_task,
         allowed_cpus,
         task_cpus,
@@ -816,7 +860,8 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
             Ok((text, true))
         }
         Command::Plan(args) => {
-            let spec = Spec::parse(&args.spec)?;
+            foreign_flags(&args)?;
+            let spec = Spec::parse(args.spec.as_deref().unwrap_or_default())?;
             let mut facts = facts_from(&args)?;
             let node = node_from(&args.source)?;
             facts_fit(&facts, &node)?;
@@ -829,7 +874,14 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
             if let Some(path) = &args.svg {
                 write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
             }
-            let plan = outcome?;
+            let plan = outcome.map_err(|e| match e {
+                // The preview's flags, named as such (the plugin's message names its topology=).
+                PlanError::StepGpuOutOfRange { index, have, host } => CliError::Foreign(format!(
+                    "--step-gpus names GPU index {index}, but the topology of {host} has only {have} GPUs: give \
+                     indices below {have}, or the --topology of the node they belong to"
+                )),
+                other => CliError::Plan(other),
+            })?;
             if args.json {
                 return Ok((format!("{}\n", report::plan_json(&node, &plan)), true));
             }

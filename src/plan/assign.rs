@@ -4,8 +4,9 @@
 
 use super::{Near, PlanError, StepFacts};
 use crate::cpuset::CpuSet;
+use crate::device::DeviceClass;
 use crate::node::Node;
-use crate::spec::Spec;
+use crate::spec::{Spec, Target};
 use crate::topology::{ObjKind, Topology};
 use std::collections::HashMap;
 
@@ -94,7 +95,53 @@ pub(super) fn tasks(
     if spec.closest {
         return closest_assignment(spec, node, facts, list);
     }
-    Ok((0..facts.ntasks as usize).map(|t| groups[(t / per) % groups.len()].clone()).collect())
+    let assignment: Vec<Vec<usize>> =
+        (0..facts.ntasks as usize).map(|t| groups[(t / per) % groups.len()].clone()).collect();
+    if list.len() % ndev == 0 {
+        idle_gpus_warning(spec, node, facts, list, &assignment, warnings);
+    }
+    Ok(assignment)
+}
+
+/// Slurm gave the step more GPUs than the plan hands out (`ndev=1` with more GPUs than
+/// tasks): the others stay idle, which is rarely meant. Said with the spec that uses them all.
+fn idle_gpus_warning(
+    spec: &Spec,
+    node: &Node,
+    facts: &StepFacts,
+    list: &[usize],
+    assignment: &[Vec<usize>],
+    warnings: &mut Vec<String>,
+) {
+    if spec.ndev_auto || spec.target != Target::Class(DeviceClass::Gpu) || facts.step_gpus.is_none() {
+        return;
+    }
+    let idle: Vec<&str> = list
+        .iter()
+        .filter(|d| !assignment.iter().any(|a| a.contains(d)))
+        .filter_map(|&d| node.devices.get(d).map(|d| d.name.as_str()))
+        .collect();
+    if idle.is_empty() {
+        return;
+    }
+    let mut auto = spec.clone();
+    auto.ndev_auto = true;
+    auto.ndev = 1;
+    let tasks = facts.ntasks as usize;
+    let fix = if list.len() % tasks == 0 {
+        format!("write --map-by-device={auto} to divide them among the tasks ({} each)", list.len() / tasks)
+    } else {
+        format!("with a task count that divides {}, --map-by-device={auto} divides them among the tasks", list.len())
+    };
+    warnings.push(format!(
+        "the step has {} GPUs on {}, but the plan for its {} with ndev={} uses {}; idle: {}; {fix}",
+        list.len(),
+        node.hostname(),
+        if facts.ntasks == 1 { "1 task".to_string() } else { format!("{} tasks", facts.ntasks) },
+        spec.ndev,
+        list.len() - idle.len(),
+        idle.join(", ")
+    ));
 }
 
 /// The deepest tree object (not a NUMA node) whose CPUs include all of `cpus`.

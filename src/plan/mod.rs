@@ -144,6 +144,7 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     pair::check_target(spec, node, &list)?;
     let assignment = assign::tasks(spec, node, facts, &list, &class_word, near.as_ref(), &mut plan.warnings)?;
     order::degenerate_warning(node, &list, &class_word, spec, &mut plan.warnings);
+    order::compact_hint(node, spec, &list, &assignment, &class_word, &mut plan.warnings);
     let pairs = spec.adapters.then(|| pair::NodePairs::new(node));
 
     let bind = spec.bind_level();

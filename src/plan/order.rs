@@ -203,6 +203,69 @@ pub fn interleave(topo: &Topology, devices: &[Device], list: &[usize], level: Gr
     (0..longest).flat_map(|round| groups.iter().filter_map(move |(_, v)| v.get(round).copied())).collect()
 }
 
+/// The logical indexes of the NUMA domains whose CPUs `devices` are local to, ascending.
+fn numa_domains(node: &Node, devices: &[usize]) -> Vec<u32> {
+    let mut out: Vec<u32> = node
+        .topology
+        .objects
+        .iter()
+        .filter(|o| o.kind == ObjKind::NumaNode)
+        .filter(|o| devices.iter().filter_map(|&d| node.devices.get(d)).any(|d| d.locality.intersects(&o.cpuset)))
+        .map(|o| o.logical_index)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether NUMA domains (ascending logical indexes) are neighbours, one after the other.
+fn adjacent(domains: &[u32]) -> bool {
+    match (domains.first(), domains.last()) {
+        (Some(first), Some(last)) => (last - first) as usize + 1 == domains.len(),
+        _ => true,
+    }
+}
+
+/// Hints at `compact` when a task's devices lie in NUMA domains that are not neighbours (the
+/// first four GCDs of an MI250X node in PCI order) and `compact` would give every task
+/// neighbouring ones. `assignment`: each task's devices in the plan.
+pub(super) fn compact_hint(
+    node: &Node,
+    spec: &Spec,
+    list: &[usize],
+    assignment: &[Vec<usize>],
+    class_word: &str,
+    warnings: &mut Vec<String>,
+) {
+    if spec.compact || spec.interleave.is_some() || spec.closest || !matches!(spec.target, Target::Class(_)) {
+        return;
+    }
+    let Some((task, domains)) = assignment
+        .iter()
+        .enumerate()
+        .filter(|(_, devs)| devs.len() > 1)
+        .map(|(t, devs)| (t, numa_domains(node, devs)))
+        .find(|(_, domains)| !adjacent(domains))
+    else {
+        return;
+    };
+    let ndev = assignment[task].len();
+    let compacted = compact(&node.devices, list);
+    if !compacted.chunks_exact(ndev).all(|group| adjacent(&numa_domains(node, group))) {
+        return;
+    }
+    let mut better = spec.clone();
+    better.compact = true;
+    let mut names: Vec<String> = domains.iter().map(u32::to_string).collect();
+    let last = names.pop().unwrap_or_default();
+    let names = if names.is_empty() { last } else { format!("{} and {last}", names.join(", ")) };
+    warnings.push(format!(
+        "task {task}'s {ndev} {class_word} devices lie in NUMA domains {}, which are not neighbours (PCI order is not \
+         the topology's here): --map-by-device={better} gives each task devices of neighbouring domains",
+        names
+    ));
+}
+
 /// Warns when every listed device shares one locality: binding cannot be made more specific.
 pub(super) fn degenerate_warning(
     node: &Node,

@@ -3,11 +3,13 @@
 //! Parsing is pure and happens first, on the submitting side (`srun`, `sbatch`, `salloc`),
 //! so a typo is refused before anything is allocated. Words are case-insensitive and may be
 //! shortened to any unique prefix; a prefix that fits two words is refused rather than
-//! guessed (seed 001: "N" could be "NUMA" or "NONE"). A comma is not a separator:
-//! `gpu,ndev=2` is a device *name*, which then fails to match on the node. A device may be
-//! named by an id that contains `:` (a PCI bus id, a PMIx id): [`target`] reads those by
-//! their shape.
+//! guessed (seed 001: "N" could be "NUMA" or "NONE"). A target that no node can have (a
+//! near miss of a class word, a `,` `;` or blank where `:` belongs, Open MPI's `ppr:2:gpu`)
+//! is refused here too, with the fix ([`name`]); any other target is a device name, which the
+//! node matches. A device may be named by an id that contains `:` (a PCI bus id, a PMIx id):
+//! [`target`] reads those by their shape.
 
+mod name;
 pub mod suggest;
 mod target;
 
@@ -134,6 +136,19 @@ pub enum SpecError {
     Conflict { first: &'static str, second: &'static str, reason: &'static str },
     #[error("bad device id in {given:?}: expected {expected}")]
     BadId { given: String, expected: String },
+    /// `separator`: "a comma", "a semicolon" or "a blank"; `fixed`: the spec written with ':'.
+    #[error(
+        "{given:?} is no --map-by-device spec: {separator} does not separate qualifiers, write them with ':' ({fixed})"
+    )]
+    Separator { given: String, separator: &'static str, fixed: String },
+    #[error("no device is named {given:?} (did you mean {word}?): a target is gpu, network (nic, fabric, openfabrics), block, none, or a device's own name")]
+    NearMiss { given: String, word: &'static str },
+    #[error("no device name holds {character:?}, as {given:?} does: name a class (gpu, network, block), or one device by OS name, UUID, PCI bus id or PMIx id (cuda0, GPU-46f7..., 0000:06:00.0, gpu://HOST::nvml0)")]
+    BadName { given: String, character: char },
+    #[error("{given:?} is no target: {fix}")]
+    NotATarget { given: String, fix: String },
+    #[error("{given:?} is Open MPI's --map-by spelling, not a --map-by-device spec: {fix}")]
+    OpenMpi { given: String, fix: String },
     #[error("--map-by-device spec of {len} bytes starting {head:?} is longer than {MAX_SPEC_BYTES} bytes: give a target and its qualifiers, such as gpu:interleave")]
     TooLong { len: usize, head: String },
 }
@@ -298,11 +313,16 @@ fn level_word(value: &str) -> &str {
 fn positive(name: &'static str, value: &str) -> Result<u32, SpecError> {
     match value.trim().parse::<u32>() {
         Ok(n) if (1..=1 << 16).contains(&n) => Ok(n),
-        _ => Err(SpecError::BadValue {
+        parsed => Err(SpecError::BadValue {
             name,
             value: value.to_string(),
-            hint: String::new(),
-            expected: "a whole number from 1 to 65536".into(),
+            // ndev=0 is most often "as many as there are": that is ndev=auto.
+            hint: if name == "ndev" && parsed == Ok(0) { " (did you mean ndev=auto?)".into() } else { String::new() },
+            expected: if name == "ndev" {
+                "a whole number from 1 to 65536, or auto (the step's devices divided among its tasks)".into()
+            } else {
+                "a whole number from 1 to 65536".into()
+            },
         }),
     }
 }
@@ -347,6 +367,7 @@ impl Spec {
         } else if let Some((_, class)) = CLASS_WORDS.iter().find(|(w, _)| *w == lower) {
             Target::Class(*class)
         } else {
+            name::check(text, target_text)?;
             Target::Name(target_text.to_string())
         };
         let mut spec = Spec::new(target);
@@ -363,6 +384,10 @@ impl Spec {
                 Some((w, v)) => (w.trim(), Some(v.trim())),
                 None => (part, None),
             };
+            if let Some((sep, sep_name)) = name::stray_separator(word).or_else(|| value.and_then(name::stray_separator))
+            {
+                return Err(name::separator(text, sep, sep_name));
+            }
             let qualifier = qualifier_word(word, value)?;
             if seen.contains(&qualifier) {
                 return Err(SpecError::Repeated { name: qualifier.name(), spec: text.to_string() });
@@ -614,13 +639,24 @@ mod tests {
         assert_eq!(ok("block").target, Target::Class(DeviceClass::Block));
         assert_eq!(ok("none").target, Target::None);
         assert_eq!(ok("mlx5_0").target, Target::Name("mlx5_0".into()));
-        // Class words are whole words, never prefixes: "gp" is a device name.
-        assert_eq!(ok("gp").target, Target::Name("gp".into()));
+        // Class words are whole words, never prefixes: "gp" is not gpu, and no device is
+        // named so either (a near miss of a class word, refused at once).
+        assert!(matches!(err("gp"), SpecError::NearMiss { word: "gpu", .. }));
+        assert_eq!(ok("ib").target, Target::Name("ib".into()));
     }
 
     #[test]
     fn comma_is_not_a_separator() {
-        assert_eq!(ok("gpu,ndev=2").target, Target::Name("gpu,ndev=2".into()));
+        // Refused where the spec is read (srun), not on the node after the queue wait.
+        let e = err("gpu,ndev=2").to_string();
+        assert!(e.contains("a comma does not separate qualifiers, write them with ':' (gpu:ndev=2)"), "{e}");
+    }
+
+    #[test]
+    fn ndev_zero_names_auto() {
+        let e = err("gpu:ndev=0").to_string();
+        assert!(e.contains("(did you mean ndev=auto?)") && e.contains("or auto"), "{e}");
+        assert!(!err("gpu:pe=0").to_string().contains("auto"));
     }
 
     #[test]

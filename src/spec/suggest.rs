@@ -30,7 +30,12 @@ fn distance(a: &str, b: &str, limit: usize) -> Option<usize> {
 /// The one word of `candidates` nearest to `word` (at most 2 edits, and fewer than half its
 /// letters), or `None` when none is that close or two are equally close.
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = 2.min(word.len().saturating_sub(1) / 2).max(1);
+    nearest_within(word, candidates, 2.min(word.len().saturating_sub(1) / 2).max(1))
+}
+
+/// The one word of `candidates` at most `limit` edits from `word` (fewer than any other),
+/// or `None`.
+pub fn nearest_within<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>, limit: usize) -> Option<&'a str> {
     let mut best: Option<(usize, &str)> = None;
     let mut tie = false;
     for c in candidates {

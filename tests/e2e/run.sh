@@ -42,6 +42,8 @@ c_help() {
         run "$cmd" --help
         expect_rc 0 || return 1
         grep -q -- '--map-by-device=spec' <<<"$OUT" || { echo "$cmd --help does not list --map-by-device"; return 1; }
+        # Every qualifier, adapters among them (issue 24).
+        grep -qw -- 'adapters' <<<"$OUT" || { echo "$cmd --help does not list adapters"; return 1; }
     done
 }
 
@@ -439,7 +441,28 @@ c_bad_spec() {
     expect_fail && expect_err "$msg" || return 1
     run env "$OPTION_ENV=gpu:bogus" srun -n 1 true
     expect_fail && expect_err "$msg" || return 1
+    # Targets no node can have (issue 24): refused by srun, sbatch and salloc too, not on the
+    # node after the queue wait; a real device's name still passes to the node.
+    local spec want
+    for spec in 'gpus|no device is named "gpus" (did you mean gpu?)' \
+        "gpu,shared|a comma does not separate qualifiers, write them with ':' (gpu:shared)" \
+        "gpu;shared|a semicolon does not separate qualifiers, write them with ':' (gpu:shared)" \
+        "gpu shared|a blank does not separate qualifiers, write them with ':' (gpu:shared)" \
+        "ppr:2:gpu|Open MPI's --map-by spelling, not a --map-by-device spec: write gpu:ppr=2" \
+        'gpu:ndev=0|(did you mean ndev=auto?)'; do
+        want=${spec#*|} spec=${spec%%|*}
+        run srun -n 1 "--map-by-device=$spec" true
+        expect_fail && expect_err "map-by-device: invalid --map-by-device=$spec: " && expect_err "$want" || return 1
+        run sbatch "--map-by-device=$spec" --wrap true
+        expect_fail && expect_err "$want" || return 1
+        run salloc "--map-by-device=$spec" true
+        expect_fail && expect_err "$want" || return 1
+    done
     [[ $(job_count) == "$before" ]] || { echo "a refused submission created a job"; squeue -t all; return 1; }
+    probe -n 1 --map-by-device=cuda0
+    expect_rc 0 && expect_out "$(line 0 0 "$UUID0" - -)" || return 1
+    probe -n 1 --map-by-device=cuda7
+    expect_rc 1 && expect_err "has no device named \"cuda7\""
 }
 
 c_too_many_tasks() {
@@ -720,7 +743,14 @@ c_gres_two_gpus_two_tasks() {
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
     gres_probe -n 2 --gres=gpu:2 --map-by-device=gpu
     expect_rc 0 && inside_step &&
-        expect_out "$(gline 0 0 0-1 0,1 "${GRES_UUID[0]}"; gline 1 1 0-1 0,1 "${GRES_UUID[1]}")"
+        expect_out "$(gline 0 0 0-1 0,1 "${GRES_UUID[0]}"; gline 1 1 0-1 0,1 "${GRES_UUID[1]}")" || return 1
+    # One task given two GPUs (and the CPUs of both) with ndev=1: mapped, and told the other
+    # GPU stays idle, with the spec that uses both (issue 24).
+    gres_probe -n 1 -c 2 --gres=gpu:2 --map-by-device=gpu
+    expect_rc 0 && expect_err "map-by-device: warning: the step has 2 GPUs on" &&
+        expect_err "but the plan for its 1 task with ndev=1 uses 1; idle: renderD129; write --map-by-device=gpu:ndev=auto" || return 1
+    gres_probe -n 1 -c 2 --gres=gpu:2 --map-by-device=gpu:ndev=auto
+    expect_rc 0 && expect_no_err "idle: "
 }
 
 c_gres_one_gpu_two_tasks() {
@@ -814,6 +844,13 @@ c_gres4_gpus_per_task() {
     expect_rc 0 && expect_out "$(gline 0 0 0-1 0,1 "${G4[0]},${G4[1]}"; gline 1 1 0-1 2,3 "${G4[2]},${G4[3]}")" &&
         expect_err "task 0 (global 0): gpu 0000:17:00.0 cuda0 ${G4[0]}, gpu 0000:18:00.0 cuda1 ${G4[1]}; CPUs 0 set" &&
         expect_err "task 1 (global 1): gpu 0000:65:00.0 cuda2 ${G4[2]}, gpu 0000:66:00.0 cuda3 ${G4[3]}; CPUs 1 set" &&
+        node_idle || return 1
+    # Without ndev=auto the plan gives task 1 GPU 1, which Slurm bound to task 0 (overload:
+    # both GPUs hang off one CPU): refused, naming the spec that agrees with Slurm (issue 24),
+    # not only --gpu-bind=none.
+    gres_probe -n 2 --gpus-per-task=2 --map-by-device=gpu:overload
+    expect_rc 1 && expect_err "per_task:2" &&
+        expect_err "add :ndev=auto (--map-by-device=gpu:ndev=auto:overload gives each task exactly the 2 GPUs --gpus-per-task binds to it" &&
         node_idle
 }
 
