@@ -161,8 +161,9 @@ fn doc_files() -> Vec<String> {
 
 /// Why `check --config FILE` cannot show the documented output from this checkout, if it
 /// cannot: the plugin reads its config file only where root may trust it (root's, in
-/// directories only root can write), and `check` says so instead of the settings. A checkout
-/// under `/tmp` or owned by a user is such a place; the commands run from any other.
+/// directories only root can write), and `check` adds a note saying so to the settings it
+/// reads from the draft. A checkout under `/tmp` or owned by a user is such a place; the
+/// commands run from any other.
 fn untrusted_checkout() -> Option<String> {
     let file = root().join("map-by-device.toml.example");
     map_by_device::trusted_fs::read_file(&file, 1 << 20).err().map(|e| {
