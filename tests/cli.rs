@@ -286,7 +286,10 @@ fn refusals_exit_2_with_one_error_line_and_no_stdout() {
         (vec!["plan", "--topology", &turin, "-n", "1", "mlx5_0:adapters"], "mlx5_0 is a network device"),
         (vec!["plan", "--topology", &no_gpu, "-n", "1", "gpu"], "has no gpu devices"),
         (vec!["plan", "--topology", &drm, "-n", "1", "gpu"], "cannot be named to its runtime"),
-        (vec!["plan", "--topology", "/nonexistent/topo.xml", "-n", "1", "gpu"], "/nonexistent/topo.xml"),
+        (
+            vec!["plan", "--topology", "/nonexistent/topo.xml", "-n", "1", "gpu"],
+            "cannot read --topology /nonexistent/topo.xml",
+        ),
         (vec!["plan", "--topology", &turin, "-n", "1", "--allowed-cpus", "x", "gpu"], "--allowed-cpus"),
         (vec!["devices", "--topology", &turin, "--class", "gpu:bogus"], "bogus"),
         (vec!["check", "--topology", &turin, "--plugstack", "/nonexistent/plugstack.conf"], "--plugstack"),

@@ -211,10 +211,16 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
     let xml = source.topology.as_ref().or(config.topology.as_ref());
     let live = xml.is_none();
     let topology = match (&source.topology, &config.topology) {
-        (Some(path), _) => map_by_device::load::from_xml_file(path),
+        // A file the flag names that cannot be read is the flag's mistake, said as such.
+        (Some(path), _) => map_by_device::load::from_xml_file(path).map_err(|e| match e {
+            map_by_device::load::LoadError::Read { path, source } => {
+                CliError::Read { flag: "--topology", path, source }
+            }
+            other => other.into(),
+        }),
         // The plugin's own topology=, read the way the plugin reads it.
-        (None, Some(path)) => map_by_device::load::from_trusted_xml_file(path),
-        (None, None) => map_by_device::load::live(config.discovery_timeout()),
+        (None, Some(path)) => map_by_device::load::from_trusted_xml_file(path).map_err(CliError::from),
+        (None, None) => map_by_device::load::live(config.discovery_timeout()).map_err(CliError::from),
     }?;
     let hostname = source.hostname.clone().or_else(|| live.then(map_by_device::host::name).flatten());
     // The plugin's rules first (config roots, else the node's own /proc and /sys when live),
