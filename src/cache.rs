@@ -26,8 +26,9 @@
 //!   O(N^2) in the node's lock count and any user can fill: issue 27), and whatever the
 //!   reader can see of slurmd's process (`hidepid`, another pid namespace, a daemonized
 //!   slurmd's new pid). Without that lock, the writer's pid and start time recorded in the
-//!   JSON decide (field 22 of `/proc/PID/stat`: a root process with both is the writer, since
-//!   no other process of this boot can have both). `topology.lock` must still be root's,
+//!   JSON decide (its pid as `/proc` names it and field 22 of `/proc/self/stat`: a root
+//!   process with both is the writer, since no other process of this boot can have both; not
+//!   `getpid()`, which in a pid namespace that sees the machine's /proc names another process). `topology.lock` must still be root's,
 //!   0600 and the one the JSON names. Anything else: the caller discovers the node live and
 //!   logs why.
 //!
@@ -115,10 +116,11 @@ pub struct CacheFile {
     pub plugin: String,
     /// `/proc/sys/kernel/random/boot_id` when it was written.
     pub boot_id: String,
-    /// slurmd's pid when it wrote it.
+    /// slurmd's pid when it wrote it, as `/proc` names it (`/proc/self`): in a pid namespace
+    /// whose `/proc` is another namespace's, not `getpid()` (see [`own_process`]).
     pub writer_pid: u32,
-    /// That process's start time, clock ticks after boot (field 22 of `/proc/PID/stat`): with
-    /// the pid, it names one process of this boot.
+    /// That process's start time, clock ticks after boot (field 22 of `/proc/self/stat`):
+    /// with the pid, it names one process of this boot.
     pub writer_start: u64,
     /// Seconds since the epoch.
     pub written: u64,
@@ -196,6 +198,7 @@ pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topolog
     flock(&lock, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| format!("cannot lock {LOCK_NAME}: {e}"))?;
     let lock_meta = lock.metadata().map_err(|e| format!("cannot examine {LOCK_NAME}: {e}"))?;
 
+    let me = own_process().map_err(|e| format!("cannot read this process's pid and start time in /proc: {e}"))?;
     let start = Instant::now();
     let topology = discover()?;
     let discovery_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -203,10 +206,8 @@ pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topolog
         format: FORMAT,
         plugin: plugin.to_string(),
         boot_id: boot_id().map_err(|e| format!("cannot read the boot id: {e}"))?,
-        writer_pid: std::process::id(),
-        writer_start: process_start(std::process::id())
-            .map(|(start, _)| start)
-            .map_err(|e| format!("cannot read this process's start time: {e}"))?,
+        writer_pid: me.0,
+        writer_start: me.1,
         written: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
         discovery_ms,
         lock: format!("{}:{}", lock_meta.dev(), lock_meta.ino()),
@@ -408,6 +409,24 @@ fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// This process as `/proc` names it: its pid there (`/proc/self`) and its start time (from
+/// `/proc/self/stat`). Not `getpid()`: in a pid namespace whose `/proc` is the machine's (a
+/// container sharing the host's /proc, `unshare --pid` without `--mount-proc`), slurmd is
+/// pid 1 to itself while `/proc/1` is another process; a cache that recorded pid 1 with
+/// `/proc/1`'s start time would name that other process, which outlives slurmd, and a step
+/// (which reads the same `/proc`) would take a dead slurmd's cache for a live one's.
+fn own_process() -> io::Result<(u32, u64)> {
+    let link = std::fs::read_link("/proc/self")?;
+    let pid = link.to_str().and_then(|p| p.parse().ok()).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidData, format!("/proc/self links to {}, not a pid", link.display()))
+    })?;
+    let mut text = String::new();
+    File::open("/proc/self/stat")?.take(4096).read_to_string(&mut text)?;
+    let start = stat_start_time(&text)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "/proc/self/stat: no start time"))?;
+    Ok((pid, start))
+}
+
 /// The start time (clock ticks after boot) and owner of process `pid`, from `/proc`.
 fn process_start(pid: u32) -> io::Result<(u64, u32)> {
     let dir = PathBuf::from(format!("/proc/{pid}"));
@@ -463,6 +482,9 @@ mod tests {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
         assert_eq!(uid, euid);
+        // The writer names itself as /proc does: here (no pid namespace between this process
+        // and its /proc) that is getpid() and the same start time.
+        assert_eq!(own_process().unwrap(), (std::process::id(), me));
     }
 
     #[test]

@@ -94,9 +94,12 @@ pub enum ConfigError {
     },
     #[error("{key} path {path:?} in {origin} is not absolute: give a full path such as {example}")]
     RelativePath { origin: String, key: &'static str, path: PathBuf, example: &'static str },
-    #[error("cannot read config file {path:?} (named by config= in plugstack.conf): {source}")]
+    #[error("cannot read config file {path:?} ({given}): {source}")]
     ReadFile {
         path: PathBuf,
+        /// How the file was given, in words: `named by config= in plugstack.conf`, `given
+        /// with --config`.
+        given: &'static str,
         #[source]
         source: crate::trusted_fs::TrustError,
     },
@@ -127,7 +130,10 @@ const FILE_KEYS: [&str; 10] = [
 ];
 
 /// The largest config file read (real ones are a few hundred bytes).
-const MAX_FILE_BYTES: u64 = 1 << 20;
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// How the plugin is given its config file, for [`ConfigError::ReadFile`].
+pub const GIVEN_BY_PLUGSTACK: &str = "named by config= in plugstack.conf";
 
 impl Config {
     /// The node options these settings give. Driver files (GPU identities, InfiniBand port
@@ -198,8 +204,31 @@ impl Config {
 
     /// Reads a config file (TOML, every key optional) that root may trust.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let bytes = crate::trusted_fs::read_file(path, MAX_FILE_BYTES)
-            .map_err(|source| ConfigError::ReadFile { path: path.to_path_buf(), source })?;
+        let bytes = crate::trusted_fs::read_file(path, MAX_FILE_BYTES).map_err(|source| ConfigError::ReadFile {
+            path: path.to_path_buf(),
+            given: GIVEN_BY_PLUGSTACK,
+            source,
+        })?;
+        Config::from_toml(&String::from_utf8_lossy(&bytes), path)
+    }
+
+    /// Reads a draft of a config file wherever it is (`map-by-device check --config FILE`, a
+    /// file in a home directory or /tmp): its settings as the plugin would take them, without
+    /// the plugin's rule on where the file may live (the caller says that separately, with
+    /// [`crate::trusted_fs::read_file`]). `given` says how the file was named, for messages.
+    pub fn from_draft(path: &Path, given: &'static str) -> Result<Config, ConfigError> {
+        use std::io::Read;
+        let fail = |source| ConfigError::ReadFile { path: path.to_path_buf(), given, source };
+        let io = |op, e| fail(crate::trusted_fs::TrustError::Io { op, path: path.to_path_buf(), source: e });
+        let file = std::fs::File::open(path).map_err(|e| io("open", e))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| io("read", e))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(fail(crate::trusted_fs::TrustError::TooLarge {
+                path: path.to_path_buf(),
+                max: MAX_FILE_BYTES,
+            }));
+        }
         Config::from_toml(&String::from_utf8_lossy(&bytes), path)
     }
 
@@ -317,6 +346,7 @@ mod tests {
         Config::from_plugin_args_reading(list, |p| {
             let text = std::fs::read_to_string(p).map_err(|source| ConfigError::ReadFile {
                 path: p.to_path_buf(),
+                given: GIVEN_BY_PLUGSTACK,
                 source: crate::trusted_fs::TrustError::Io { op: "read", path: p.to_path_buf(), source },
             })?;
             Config::from_toml(&text, p)
@@ -432,6 +462,23 @@ mod tests {
         let c = Config::from_plugin_args(&[format!("config={}", path.display())]).unwrap();
         assert_eq!((c.default.as_ref().map(Spec::to_string), c.discovery_timeout().as_secs()), (Some("gpu".into()), 7));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_draft_is_read_wherever_it_is_and_errors_say_how_it_was_given() {
+        // `check --config` reads a draft in /tmp for its settings; the plugin would not.
+        let f = TempFile::new("draft", "default = \"gpu\"\nrequire_step_gpus = true\n");
+        let c = Config::from_draft(&f.0, "given with --config").unwrap();
+        assert_eq!((c.default.as_ref().map(Spec::to_string), c.require_step_gpus), (Some("gpu".into()), Some(true)));
+        let missing = f.0.with_file_name("missing.toml");
+        let e = Config::from_draft(&missing, "given with --config").unwrap_err().to_string();
+        assert!(e.contains("(given with --config)") && !e.contains("plugstack"), "{e}");
+        let f = TempFile::new("draft-big", &"#".repeat(MAX_FILE_BYTES as usize + 1));
+        let e = Config::from_draft(&f.0, "given with --config").unwrap_err().to_string();
+        assert!(e.contains("larger than"), "{e}");
+        // The plugin's own reading still says config= named it.
+        let e = Config::from_plugin_args(&[format!("config={}", missing.display())]).unwrap_err().to_string();
+        assert!(e.contains("(named by config= in plugstack.conf)"), "{e}");
     }
 
     #[test]

@@ -62,7 +62,7 @@ use std::time::Duration;
 /// input, and what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read topology XML {}: {source} (check the topology= path)", path.display())]
+    #[error("cannot read topology XML {}: {source} (check the file's path)", path.display())]
     Read { path: PathBuf, source: std::io::Error },
 
     #[error(

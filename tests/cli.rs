@@ -292,7 +292,10 @@ fn refusals_exit_2_with_one_error_line_and_no_stdout() {
         (vec!["plan", "--topology", &turin, "-n", "1", "mlx5_0:adapters"], "mlx5_0 is a network device"),
         (vec!["plan", "--topology", &no_gpu, "-n", "1", "gpu"], "has no gpu devices"),
         (vec!["plan", "--topology", &drm, "-n", "1", "gpu"], "cannot be named to its runtime"),
-        (vec!["plan", "--topology", "/nonexistent/topo.xml", "-n", "1", "gpu"], "/nonexistent/topo.xml"),
+        (
+            vec!["plan", "--topology", "/nonexistent/topo.xml", "-n", "1", "gpu"],
+            "cannot read --topology /nonexistent/topo.xml",
+        ),
         (vec!["plan", "--topology", &turin, "-n", "1", "--allowed-cpus", "x", "gpu"], "--allowed-cpus"),
         (vec!["devices", "--topology", &turin, "--class", "gpu:bogus"], "bogus"),
         (vec!["check", "--topology", &turin, "--plugstack", "/nonexistent/plugstack.conf"], "--plugstack"),
@@ -1106,6 +1109,111 @@ fn check_reads_autodetect_bad_gres_lines_and_the_default_gres_conf() {
              cardN",
         ],
     );
+}
+
+/// Issue 24.7: gres.conf's `NodeName=` is matched as slurmd matches it, against its short
+/// host name: a line for `drm-only` is the line of the host that reports
+/// `drm-only.cluster.local`, so its GPU order is checked (it was skipped, and the node
+/// reported ready); hostlist ranges still count; a GPU node that gres.conf gives no GPU line
+/// is not ready, and the report names the `NodeName=` values it saw.
+#[test]
+fn check_matches_gres_node_names_as_slurmd_does() {
+    let drm = topo("drm-only.xml");
+    let proc_root = root().join("topologies/drivers/nvidia/proc").display().to_string();
+    let check = |hostname: &str, gres_conf: &str| {
+        run(&["check", "--topology", &drm, "--proc-root", &proc_root, "--hostname", hostname, "--gres-conf", gres_conf])
+    };
+    // The full name against NodeName=drm-only: the wrong order is found, not skipped.
+    let o = check("drm-only.cluster.local", &gres("drm-only-reversed.conf"));
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    contains_all(
+        &stdout(&o),
+        &[
+            "   0  /dev/nvidia1         0000:ca:00.0 renderD129   (Device Minor 1) Type=a100 Cores=8-15\n",
+            "drm-only-reversed.conf numbers this node's GPUs in another order than the plugin maps them",
+        ],
+    );
+    // The right order under the full name: ready, the other nodes' lines still left out.
+    let out = stdout(&check("drm-only.cluster.local", &gres("drm-only.conf")));
+    contains_all(&out, &["  Slurm's GPU indices are the mapping order (PCI bus order)\n", "Ready: yes\n"]);
+    assert!(!out.contains("h100"), "{out}");
+
+    let dir = TempDir::new("gres-names");
+    // A range names the short name of a full one.
+    let f = dir.file("range.conf", "NodeName=drm-only[0-1] Name=gpu File=/dev/nvidia[1,0]\n");
+    let o = check("drm-only1.cluster.local", &f);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    contains_all(&stdout(&o), &["Slurm's GPU 0 is /dev/nvidia1"]);
+    // GPU lines for other nodes only: not ready, naming the NodeName= values and this node.
+    let f = dir.file(
+        "others.conf",
+        "NodeName=gpu[01-16] Name=gpu File=/dev/nvidia[0-3]\nNodeName=login Name=gpu File=/dev/nvidia0\n\
+         NodeName=gpu[01-16] Name=gpu File=/dev/nvidia[4-7]\nNodeName=drm-only Name=mps Count=100\n",
+    );
+    let o = check("drm-only.cluster.local", &f);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    contains_all(
+        &stdout(&o),
+        &[
+            "  none for this node (no Name=gpu line with File= names it)\n",
+            "  its Name=gpu lines are for NodeName=gpu[01-16], NodeName=login: none names this node \
+             (drm-only.cluster.local or drm-only)\n",
+            "others.conf gives GPUs only to other nodes (NodeName=gpu[01-16], NodeName=login), none to this node \
+             (drm-only.cluster.local or drm-only: slurmd matches NodeName= against its short host name): slurmd here \
+             finds no GPU GRES in it, so Slurm allocates none of this node's 2 GPUs; add Name=gpu lines with \
+             NodeName=drm-only",
+        ],
+    );
+    // ... with AutoDetect for every node, Slurm finds the GPUs itself: no problem.
+    let f = dir.file("auto.conf", "AutoDetect=nvml\nNodeName=gpu[01-16] Name=gpu File=/dev/nvidia[0-3]\n");
+    assert_eq!(check("drm-only", &f).status.code(), Some(0));
+    // ... and a node without GPUs is right to have none.
+    let out = ok(&[
+        "check",
+        "--topology",
+        &topo("no-gpu.xml"),
+        "--gres-conf",
+        &dir.0.join("others.conf").display().to_string(),
+    ]);
+    assert!(out.contains("its Name=gpu lines are for NodeName=gpu[01-16]") && out.ends_with("Ready: yes\n"), "{out}");
+}
+
+/// Issue 24.7: `check --config FILE` checks a draft wherever it is (here under /tmp, which the
+/// plugin refuses), says so in a note, and names `--config` as how the file was given; it
+/// used to refuse it as "named by config= in plugstack.conf".
+#[test]
+fn check_config_reads_a_draft_anywhere_and_says_where_the_plugin_would_not() {
+    let dir = TempDir::new("draft");
+    let turin = topo("turin-h200.xml");
+    let c = dir.file("draft.toml", "default = \"gpu\"\nrequire_step_gpus = true\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    contains_all(
+        &out,
+        &[
+            &format!("  settings from config file {c}, given with --config:\n"),
+            "    default           gpu\n",
+            "    require_step_gpus true",
+            "Default \"gpu\" on this node, for a one-task step:",
+            &format!("  - {c} (--config) was checked as a draft: the plugin reads its config file only from a root-owned path"),
+            "would refuse this one where it is (a parent directory /tmp is writable by group or others (mode 1777)",
+            &format!("install -m 0644 {c} /etc/slurm/map-by-device.toml\n"),
+        ],
+    );
+    assert!(!out.contains("named by config="), "{out}");
+    // A broken draft: its error, not the place, and how the file was given.
+    let c = dir.file("bad.toml", "defualt = \"gpu\"\n");
+    let o = run(&["check", "--topology", &turin, "--config", &c]);
+    assert_eq!(o.status.code(), Some(1));
+    contains_all(
+        &stdout(&o),
+        &[&format!("configuration error (config file {c}, given with --config): unknown key \"defualt\"")],
+    );
+    // A file that cannot be read as one: the message says --config gave it.
+    std::fs::create_dir_all(dir.0.join("dir.toml")).unwrap();
+    let o = run(&["check", "--topology", &turin, "--config", &dir.0.join("dir.toml").display().to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    contains_all(&stdout(&o), &["dir.toml\" (given with --config): cannot read "]);
+    assert!(!stdout(&o).contains("named by config="), "{}", stdout(&o));
 }
 
 /// Issue 10.5: an Intel GPU whose Level Zero hierarchy model is unknown is refused, and every

@@ -161,8 +161,9 @@ fn doc_files() -> Vec<String> {
 
 /// Why `check --config FILE` cannot show the documented output from this checkout, if it
 /// cannot: the plugin reads its config file only where root may trust it (root's, in
-/// directories only root can write), and `check` says so instead of the settings. A checkout
-/// under `/tmp` or owned by a user is such a place; the commands run from any other.
+/// directories only root can write), and `check` adds a note saying so to the settings it
+/// reads from the draft. A checkout under `/tmp` or owned by a user is such a place; the
+/// commands run from any other.
 fn untrusted_checkout() -> Option<String> {
     let file = root().join("map-by-device.toml.example");
     map_by_device::trusted_fs::read_file(&file, 1 << 20).err().map(|e| {
@@ -430,6 +431,81 @@ fn the_code_map_names_every_source_file_and_nothing_else() {
             let exists =
                 [crate_dir, crate_dir.trim_end_matches("/src")].iter().any(|d| root().join(d).join(n).exists());
             assert!(exists, "docs/ARCHITECTURE.md's code map names {n}, which is not in {crate_dir}: fix the map");
+        }
+    }
+}
+
+/// Issue 24.6: the example config changes no job as it comes (no `default`, which would map
+/// every job of the cluster) and explains `require_step_gpus`, which a GRES site needs; the
+/// plugstack examples say how the config file comes to exist (no package step creates it)
+/// and pin no single Slurm release.
+#[test]
+fn the_example_config_maps_no_job_and_explains_require_step_gpus() {
+    let text = read("map-by-device.toml.example");
+    let config = map_by_device::config::Config::from_toml(&text, Path::new("map-by-device.toml.example")).unwrap();
+    assert_eq!(
+        config.default, None,
+        "map-by-device.toml.example sets a default: every job of the cluster would be mapped"
+    );
+    assert_eq!(config.require_step_gpus, None, "require_step_gpus is the admin's choice: commented out, explained");
+    let line = text.lines().position(|l| l == "#require_step_gpus = true").expect("#require_step_gpus = true");
+    let above: Vec<&str> = text.lines().take(line).collect();
+    let explained = above.iter().rev().take_while(|l| l.starts_with('#')).copied().collect::<Vec<_>>().join(" ");
+    for word in ["GRES", "SLURM_STEP_GPUS", "uncomment", "ConstrainDevices"] {
+        assert!(explained.contains(word), "the comment above #require_step_gpus does not say {word:?}: {explained}");
+    }
+    for file in ["map-by-device.toml.example", "plugstack.conf.example", "packaging/plugstack.d/map-by-device.conf.in"]
+    {
+        let t = read(file);
+        assert!(
+            t.contains("/etc/slurm/map-by-device.toml") && t.contains("install -m 0644"),
+            "{file} does not say how /etc/slurm/map-by-device.toml is made from the example"
+        );
+    }
+    let first = read("plugstack.conf.example").lines().next().unwrap_or_default().to_string();
+    assert!(!first.contains("(Slurm 22.05)"), "plugstack.conf.example is for one release only: {first}");
+}
+
+/// Issue 24.6: the admin path on Debian 13 is one page, linked from the README and the admin
+/// guide, with every step an admin needs; its smoke test, and the admin guide's, ask Slurm for
+/// GPUs (a GPU mapping of a step without GPUs is refused once require_step_gpus is set).
+#[test]
+fn the_debian_13_page_has_the_whole_admin_path() {
+    let page = read("docs/debian-13.md");
+    for part in [
+        "## 1. Prerequisites",
+        "## 2. Build",
+        "packaging/build-deb.sh",
+        "## 3. Install on every node",
+        "map-by-device_0.1.0-1+slurm24.11_amd64.deb",
+        "## 4. The config file",
+        "install -m 0644 /usr/share/doc/map-by-device/examples/map-by-device.toml.example /etc/slurm/map-by-device.toml",
+        "require_step_gpus = true",
+        "slurm-wlm-nvml-plugin",
+        "contrib",
+        "AutoDetect=nvml",
+        "## 5. Enable it",
+        "config=/etc/slurm/map-by-device.toml",
+        "## 6. Check each node",
+        "## 7. Smoke test",
+        "## 8. Rollback",
+        "apt-get purge map-by-device",
+    ] {
+        assert!(page.contains(part), "docs/debian-13.md lacks {part:?}");
+    }
+    assert!(read("README.md").contains("](docs/debian-13.md)"), "README.md does not link docs/debian-13.md");
+    assert!(read("docs/admin-guide.md").contains("](debian-13.md)"), "the admin guide does not link docs/debian-13.md");
+    for file in ["docs/admin-guide.md", "docs/debian-13.md"] {
+        let text = read(file).replace("\\\n", " ");
+        for line in text.lines().filter(|l| l.contains("srun ") && l.contains(":verbose")) {
+            let cmd = line.split("srun ").nth(1).unwrap_or_default();
+            let cmd = cmd.split('`').next().unwrap_or_default();
+            if cmd.contains("--map-by-device=gpu") {
+                assert!(
+                    ["--gpus", "--gres=gpu"].iter().any(|g| cmd.contains(g)),
+                    "{file}: the smoke test `srun {cmd}` asks for no GPU: with require_step_gpus it is refused"
+                );
+            }
         }
     }
 }

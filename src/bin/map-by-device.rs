@@ -222,7 +222,8 @@ fn node_with(source: &Source, config: &Config, configured: bool) -> Result<Node,
     let xml = source.topology.as_ref().or(config.topology.as_ref());
     let live = xml.is_none();
     let topology = match (&source.topology, &config.topology) {
-        // The preview's own flag, named as such (the plugin's message names its topology=).
+        // A file the preview's own flag names that cannot be read is the flag's mistake, said
+        // as such (the plugin's message names its topology=).
         (Some(path), _) => map_by_device::load::from_xml_file(path).map_err(|e| match e {
             map_by_device::load::LoadError::Read { path, source } => {
                 CliError::Read { flag: "--topology", path, source }
@@ -564,7 +565,7 @@ fn trusted_executable(mut path: PathBuf) -> Option<PathBuf> {
 fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
     flags_name_files(args)?;
     let (plugstack, found) = plugstack_findings(args);
-    let setup = plugin_setup(args, plugstack.as_deref(), &found)?;
+    let (setup, notes) = plugin_setup(args, plugstack.as_deref(), &found)?;
     let (config, configured) = match &setup {
         Setup::Configured { config: Ok(c), .. } => (c.clone(), true),
         _ => (Config::default(), false),
@@ -579,6 +580,7 @@ fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
         slurm: slurm_of(&setup),
         setup,
         problems,
+        notes,
         gres,
     };
     let report = check::check(&input);
@@ -664,31 +666,68 @@ fn plugstack_findings(args: &CheckArgs) -> (Option<PathBuf>, PlugstackFindings) 
 }
 
 /// The plugin's settings: its plugstack line's arguments, with `--config` in place of its
-/// `config=`, read as the plugin reads them.
-fn plugin_setup(args: &CheckArgs, plugstack: Option<&Path>, found: &PlugstackFindings) -> Result<Setup, CliError> {
-    Ok(match (plugstack, &args.config) {
+/// `config=`, read as the plugin reads them; and the notes that reading left.
+///
+/// A `--config` file that the plugstack line does not name is a draft: it is read wherever it
+/// is (a home directory, /tmp) for its settings, and a note says where the plugin would not
+/// read it (only root's files, in directories only root can write). A file the line names is
+/// read as the plugin reads it: from a path root may trust, or not at all.
+fn plugin_setup(
+    args: &CheckArgs,
+    plugstack: Option<&Path>,
+    found: &PlugstackFindings,
+) -> Result<(Setup, Vec<String>), CliError> {
+    let mut notes = Vec::new();
+    let setup = match (plugstack, &args.config) {
         (None, None) => Setup::NotExamined,
         (Some(_), None) if found.entries.is_empty() => Setup::NotEnabled { files: found.files.clone() },
         _ => {
             let mut plugin_args: Vec<String> = found.entries.first().map(|e| e.line.args.clone()).unwrap_or_default();
             let mut origin = found.entries.first().map(|e| e.origin.clone()).unwrap_or_default();
+            let mut draft = None;
             if let Some(file) = &args.config {
                 let file = std::path::absolute(file).map_err(|source| CliError::Read {
                     flag: "--config",
                     path: file.clone(),
                     source,
                 })?;
+                let named = plugin_args.iter().any(|a| a.strip_prefix("config=").map(Path::new) == Some(&file));
                 plugin_args.retain(|a| !a.starts_with("config="));
                 plugin_args.push(format!("config={}", file.display()));
                 if !origin.is_empty() {
                     origin.push_str(" with ");
                 }
-                origin.push_str(&format!("config file {}", file.display()));
+                origin.push_str(&format!("config file {}, given with --config", file.display()));
+                if !named {
+                    draft = Some(file);
+                }
             }
-            let config = Config::from_plugin_args(&plugin_args).map_err(|e| e.to_string());
-            Setup::Configured { entries: found.entries.clone(), origin, config }
+            let config = match &draft {
+                None => Config::from_plugin_args(&plugin_args),
+                Some(file) => {
+                    if let Err(e) = map_by_device::trusted_fs::read_file(file, map_by_device::config::MAX_FILE_BYTES) {
+                        if !e.is_not_found() {
+                            notes.push(draft_note(file, &e));
+                        }
+                    }
+                    Config::from_plugin_args_reading(&plugin_args, |p| Config::from_draft(p, "given with --config"))
+                }
+            };
+            Setup::Configured { entries: found.entries.clone(), origin, config: config.map_err(|e| e.to_string()) }
         }
-    })
+    };
+    Ok((setup, notes))
+}
+
+/// Why the plugin would not read a `--config` draft where it is, and where to put it.
+fn draft_note(file: &Path, why: &map_by_device::trusted_fs::TrustError) -> String {
+    format!(
+        "{} (--config) was checked as a draft: the plugin reads its config file only from a root-owned path, in \
+         directories only root can write, and would refuse this one where it is ({why}); install it before naming it \
+         in config=, e.g. install -m 0644 {} /etc/slurm/map-by-device.toml",
+        file.display(),
+        file.display()
+    )
 }
 
 /// Where the topology comes from, in words.

@@ -49,6 +49,12 @@ pub struct GresReport {
     pub gpus: Vec<GresGpu>,
     /// Whether Slurm's indices are the mapping order (`None`: cannot be told).
     pub in_order: Option<bool>,
+    /// The names a `NodeName=` must list for a line to be this node's, as slurmd matches
+    /// them ([`node_names`]).
+    pub names: Vec<String>,
+    /// The `NodeName=` values of the `Name=gpu` lines that are not this node's, in file order,
+    /// each once: shown when none is this node's.
+    pub other_nodes: Vec<String>,
 }
 
 /// `AutoDetect` values with which Slurm orders the GPUs itself.
@@ -121,16 +127,39 @@ fn words(line: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Whether a line with `NodeName=names` (a hostlist) applies to `host`.
-fn names_host(names: &str, host: &str) -> Result<bool, String> {
-    Ok(names.eq_ignore_ascii_case("all") || expand(names)?.iter().any(|n| n == host))
+/// The names slurmd answers to in gres.conf's `NodeName=`: slurmd matches the hostlist
+/// against its node name, which is its `-N` name or else the slurm.conf `NodeName` of its
+/// *short* host name (`gethostname_short`). So a host that reports `node1.cluster.local` (or
+/// is checked with `--hostname node1.cluster.local`) is `node1` too.
+pub fn node_names(host: &str) -> Vec<String> {
+    let mut names = vec![host.to_string()];
+    if let Some((short, _)) = host.split_once('.').filter(|(s, _)| !s.is_empty()) {
+        names.push(short.to_string());
+    }
+    names
 }
 
-/// The GPU files gres.conf gives `host`, in Slurm's index order, with their line, `Type=`
-/// and `Cores=`, and the `AutoDetect=` in force; `Err` names the line Slurm would refuse.
-fn parse(text: &str, host: &str) -> Result<(Option<String>, Vec<GresGpu>), String> {
-    let mut autodetect = None;
-    let mut gpus = Vec::new();
+/// Whether a line with `NodeName=names` (a hostlist) applies to a node called any of `hosts`.
+fn names_host(names: &str, hosts: &[String]) -> Result<bool, String> {
+    Ok(names.eq_ignore_ascii_case("all") || expand(names)?.iter().any(|n| hosts.contains(n)))
+}
+
+/// What [`parse`] found: the `AutoDetect=` in force, this node's GPU files in Slurm's index
+/// order, whether any `Name=gpu` line is this node's (with or without `File=`), and the
+/// `NodeName=` values of the `Name=gpu` lines that are not.
+#[derive(Debug, Default)]
+struct Parsed {
+    autodetect: Option<String>,
+    gpus: Vec<GresGpu>,
+    own_gpu_lines: bool,
+    other_nodes: Vec<String>,
+}
+
+/// The GPU files gres.conf gives the node called `hosts`, in Slurm's index order, with their
+/// line, `Type=` and `Cores=`, and the `AutoDetect=` in force; `Err` names the line Slurm
+/// would refuse.
+fn parse(text: &str, hosts: &[String]) -> Result<Parsed, String> {
+    let mut found = Parsed::default();
     let mut pending = String::new();
     for (i, raw) in text.lines().enumerate() {
         // A line ending in '\' goes on (Slurm's parser joins them).
@@ -143,21 +172,26 @@ fn parse(text: &str, host: &str) -> Result<(Option<String>, Vec<GresGpu>), Strin
         let words = words(&line);
         let get = |k: &str| words.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
         let fail = |e: String| format!("line {}: {e}", i + 1);
+        let is_gpu = get("name").is_some_and(|n| n.eq_ignore_ascii_case("gpu"));
         if let Some(names) = get("nodename") {
-            if !names_host(&names, host).map_err(fail)? {
+            if !names_host(&names, hosts).map_err(fail)? {
+                if is_gpu && !found.other_nodes.contains(&names) {
+                    found.other_nodes.push(names);
+                }
                 continue;
             }
         }
         if let Some(a) = get("autodetect") {
-            autodetect = Some(a.to_ascii_lowercase());
+            found.autodetect = Some(a.to_ascii_lowercase());
         }
-        if !get("name").is_some_and(|n| n.eq_ignore_ascii_case("gpu")) {
+        if !is_gpu {
             continue;
         }
+        found.own_gpu_lines = true;
         let Some(files) = get("file") else { continue };
         for file in expand(&files).map_err(|e| fail(format!("File={files}: {e}")))? {
-            gpus.push(GresGpu {
-                index: gpus.len(),
+            found.gpus.push(GresGpu {
+                index: found.gpus.len(),
                 line: i + 1,
                 file,
                 gpu_type: get("type"),
@@ -166,7 +200,7 @@ fn parse(text: &str, host: &str) -> Result<(Option<String>, Vec<GresGpu>), Strin
             });
         }
     }
-    Ok((autodetect, gpus))
+    Ok(found)
 }
 
 /// The GPU `file` is on `node`: its bus id, name, and how that was found.
@@ -197,29 +231,45 @@ fn match_file(file: &str, node: &Node, input: &GresInput) -> Result<(String, Str
 }
 
 /// Checks gres.conf's GPUs for `node`; a wrong order (or a file Slurm would refuse) is a
-/// problem, a file that cannot be matched a note.
+/// problem, a file that cannot be matched a note. A GPU node that gres.conf gives GPUs to
+/// other nodes only is a problem too: its slurmd finds no GPU GRES there (a `NodeName=` that
+/// does not name it, often a full name against slurmd's short one, or a typo).
 pub fn check(
     input: &GresInput,
     node: &Node,
     problems: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) -> Option<GresReport> {
-    let (autodetect, mut gpus) = match parse(&input.text, node.hostname()) {
+    let names = node_names(node.hostname());
+    let Parsed { autodetect, mut gpus, own_gpu_lines, other_nodes } = match parse(&input.text, &names) {
         Ok(found) => found,
         Err(e) => {
             problems.push(format!("{}: slurmd cannot read it: {e}", input.origin));
             return None;
         }
     };
+    let detected = autodetect.as_deref().is_some_and(|a| DETECTORS.contains(&a));
+    let node_gpus = node.class_indexes(DeviceClass::Gpu).len();
+    if !own_gpu_lines && !other_nodes.is_empty() && !detected && node_gpus > 0 {
+        problems.push(format!(
+            "{} gives GPUs only to other nodes (NodeName={}), none to this node ({}: slurmd matches NodeName= \
+             against its short host name): slurmd here finds no GPU GRES in it, so Slurm allocates none of this node's \
+             {node_gpus} GPUs; add Name=gpu lines with NodeName={} (the short host name, or slurmd's -N name; check \
+             another name with --hostname)",
+            input.origin,
+            other_nodes.join(", NodeName="),
+            names.join(" or "),
+            names.last().map_or("", String::as_str),
+        ));
+    }
     for g in &mut gpus {
         g.matched = match_file(&g.file, node, input);
         if let Err(why) = &g.matched {
             notes.push(format!("{} line {}: which GPU {} is cannot be told: {why}", input.origin, g.line, g.file));
         }
     }
-    let detected = autodetect.as_deref().is_some_and(|a| DETECTORS.contains(&a));
     let in_order = if detected { Some(true) } else { order(input, node, &gpus, problems) };
-    Some(GresReport { origin: input.origin.clone(), autodetect, gpus, in_order })
+    Some(GresReport { origin: input.origin.clone(), autodetect, gpus, in_order, names, other_nodes })
 }
 
 /// Whether Slurm's indices (file order) are the mapping order (PCI bus order); a mismatch is
@@ -318,12 +368,35 @@ mod tests {
                     NodeName=node[1-2] Name=gpu Type=a100 File=/dev/nvidia1 Cores=8-15\n\
                     NodeName=node[1-2] Name=gpu Type=a100 \\\n  File=/dev/nvidia0 Cores=0-7 # first core range\n\
                     NodeName=node1 Name=mps Count=100\n";
-        let (auto, gpus) = parse(text, "node1").unwrap();
+        let Parsed { autodetect: auto, gpus, own_gpu_lines, other_nodes } = parse(text, &node_names("node1")).unwrap();
         assert_eq!(auto.as_deref(), Some("off"));
+        assert!(own_gpu_lines);
+        assert_eq!(other_nodes, ["other[01-04]"]);
         let files: Vec<(&str, usize, Option<&str>)> =
             gpus.iter().map(|g| (g.file.as_str(), g.line, g.cores.as_deref())).collect();
         assert_eq!(files, [("/dev/nvidia1", 4, Some("8-15")), ("/dev/nvidia0", 6, Some("0-7"))]);
         assert_eq!(gpus[1].index, 1);
-        assert!(parse("NodeName=n[1- Name=gpu File=/dev/nvidia0\n", "n1").unwrap_err().starts_with("line 1: "));
+        assert!(parse("NodeName=n[1- Name=gpu File=/dev/nvidia0\n", &node_names("n1"))
+            .unwrap_err()
+            .starts_with("line 1: "));
+    }
+
+    #[test]
+    fn node_name_is_matched_as_slurmd_matches_it() {
+        // slurmd's name is its short host name (or -N): a host reporting its full name is
+        // also its first label; a short name stays one name.
+        assert_eq!(node_names("drm-only.cluster.local"), ["drm-only.cluster.local", "drm-only"]);
+        assert_eq!(node_names("node1"), ["node1"]);
+        assert_eq!(node_names(".odd"), [".odd"]);
+        let text = "NodeName=drm-only Name=gpu File=/dev/nvidia0\nNodeName=drm-only[0-1] Name=gpu File=/dev/nvidia1\n";
+        let found = parse(text, &node_names("drm-only.cluster.local")).unwrap();
+        assert_eq!(found.gpus.iter().map(|g| g.file.as_str()).collect::<Vec<_>>(), ["/dev/nvidia0"]);
+        let found = parse(text, &node_names("drm-only1.cluster.local")).unwrap();
+        assert_eq!(found.gpus.iter().map(|g| g.file.as_str()).collect::<Vec<_>>(), ["/dev/nvidia1"]);
+        assert_eq!(found.other_nodes, ["drm-only"]);
+        // A line without File= (Count=) is still this node's GPU line.
+        let found =
+            parse("NodeName=n1 Name=gpu Count=2\nNodeName=n2 Name=gpu File=/dev/nvidia0\n", &node_names("n1")).unwrap();
+        assert!(found.own_gpu_lines && found.gpus.is_empty());
     }
 }

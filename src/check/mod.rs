@@ -56,6 +56,9 @@ pub struct CheckInput<'a> {
     pub setup: Setup,
     /// Problems the caller met while reading files (an unreadable include, an invalid line).
     pub problems: Vec<String>,
+    /// Notes the caller met while reading files (a `--config` draft the plugin would not read
+    /// where it is).
+    pub notes: Vec<String>,
     /// What the caller saw of the topology cache on this machine; `None` when it did not look
     /// (a `--topology` preview of another node, settings without a cache, or no settings).
     pub cache: Option<CacheProbe>,
@@ -192,7 +195,7 @@ pub struct CheckReport {
 /// Checks a node and its plugin configuration. Pure.
 pub fn check(input: &CheckInput<'_>) -> CheckReport {
     let mut problems = input.problems.clone();
-    let mut notes = Vec::new();
+    let mut notes = input.notes.clone();
     let config = findings::setup(&input.setup, &mut problems);
     if let Setup::Configured { entries, .. } = &input.setup {
         release::check(entries, input.slurm.as_ref(), &mut problems, &mut notes);
@@ -296,6 +299,7 @@ mod tests {
             topology_source: "/x.xml".into(),
             setup: Setup::NotExamined,
             problems: vec![],
+            notes: vec![],
             cache: None,
             slurm: None,
             gres: None,
@@ -335,6 +339,7 @@ mod tests {
             topology_source: "this machine".into(),
             setup: Setup::Configured { entries: vec![], origin: "config file c".into(), config: Ok(Config::default()) },
             problems: vec![],
+            notes: vec![],
             cache: Some(probe(Err(crate::cache::Miss::Rejected("the directory is writable by others".into())))),
             slurm: None,
             gres: None,

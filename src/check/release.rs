@@ -75,6 +75,7 @@ mod tests {
                 config: Ok(Config::default()),
             },
             problems: vec![],
+            notes: vec![],
             cache: None,
             slurm: node,
             gres: None,

@@ -97,6 +97,14 @@ fn gres(out: &mut String, gres: Option<&GresReport>) {
     let _ = writeln!(out, "\nGPUs in {}, in Slurm's index order:", g.origin);
     if g.gpus.is_empty() {
         let _ = writeln!(out, "  none for this node (no Name=gpu line with File= names it)");
+        if !g.other_nodes.is_empty() {
+            let _ = writeln!(
+                out,
+                "  its Name=gpu lines are for NodeName={}: none names this node ({})",
+                g.other_nodes.join(", NodeName="),
+                g.names.join(" or ")
+            );
+        }
     }
     for gpu in &g.gpus {
         let what = match &gpu.matched {

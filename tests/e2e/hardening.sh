@@ -13,7 +13,9 @@
 #   refused on the node, refused in srun); every outcome checked; slurmd's RSS and open file
 #   descriptors and the cache directory's files printed before and after, and required flat;
 #   a mapped step's planning time under a flood of 100,000 POSIX locks of another user, with
-#   slurmd hidden from the job's user by a hidepid=2 /proc (issue 27), and a daemonizing slurmd;
+#   slurmd hidden from the job's user by a hidepid=2 /proc (issue 27), a daemonizing slurmd,
+#   and slurmd in another pid namespace that shares the machine's /proc (a killed one's cache
+#   must not pass for live through another process at its pid);
 # - hostile users (nobody): HWLOC_* and the option's environment form at the largest size
 #   execve passes, with newlines, ndev=18446744073709551616; a spec in #SBATCH and in the
 #   environment form; a megabyte #SBATCH line; a NUL in a script; a world-writable cache_dir
@@ -391,6 +393,60 @@ c_load_daemonizing_slurmd() {
     FIGURES+=("load: a daemonizing slurmd (pid $pid): ${USED_CACHE} of 2 steps used its cache, planning ms ${PLAN_MS% }")
     echo "${FIGURES[-1]}"
     ((USED_CACHE == 2)) || { echo "$USED_CACHE of 2 steps used the daemonized slurmd's cache"; ok=1; }
+    e2e_slurmd_stop
+    e2e_slurmd_start || return 1
+    return $ok
+}
+
+c_load_pid_namespace() {
+    # slurmd in a pid namespace of its own that still sees the machine's /proc (a container
+    # sharing the host's /proc; unshare --pid without --mount-proc): slurmd is pid 1 to itself,
+    # but /proc/1 in the /proc it and its steps read is another process, which outlives it. The
+    # steps must trust the cache of the live slurmd (its lock) and plan in their usual
+    # milliseconds, and must not trust the cache of one killed there: a cache that recorded
+    # getpid() (1) with /proc/1's start time named that other process, and was taken for live.
+    local ok=0 ns_pid pid recorded before mark log=$E2E_DIR/log/slurmd.log
+    planning_ms 3 "$LIVE_TARGET" || ok=1
+    before=$PLAN_MS
+    e2e_slurmd_stop
+    mark=$(wc -l <"$log")
+    unshare --pid --fork slurmd -D -N "$E2E_NODE" >>"$E2E_DIR/log/slurmd.out" 2>&1 &
+    ns_pid=$!
+    if ! e2e_wait_for "pgrep -P $ns_pid -x slurmd >/dev/null" 30; then
+        SKIPS+=("slurmd in another pid namespace: unshare --pid --fork cannot start it here")
+        wait "$ns_pid" 2>/dev/null
+        e2e_slurmd_start || return 1
+        return 0
+    fi
+    # Stopped by its pid on this side (slurmd handles TERM, so pid 1 of its namespace takes it).
+    pid=$(pgrep -P "$ns_pid" -x slurmd)
+    E2E_PIDS[slurmd]=$pid
+    e2e_wait_for "tail -n +$((mark + 1)) '$log' | grep -q 'slurmd started on'" 60 &&
+        e2e_wait_for "[[ \$(sinfo -h -n $E2E_NODE -o %t) == idle ]]" 60 || { echo "slurmd did not start in its pid namespace"; ok=1; }
+    planning_ms 3 "$LIVE_TARGET" || ok=1
+    recorded=$(tail -n +"$((LOG_MARK + 1))" "$log" | sed -n "s/.*topology from slurmd's cache [^ ]* (written by pid \([0-9]*\) .*/\1/p" | head -n 1)
+    FIGURES+=("load: slurmd in another pid namespace sharing the machine's /proc (pid $pid there, recorded as ${recorded:-?}): $USED_CACHE of 3 steps used its cache, planning ms ${PLAN_MS% } (${before% } with slurmd in the machine's)")
+    echo "${FIGURES[-1]}"
+    ((USED_CACHE == 3)) || { echo "$USED_CACHE of 3 steps used the cache of slurmd in its pid namespace"; ok=1; }
+    # The cache names slurmd as the /proc its steps read names it, not by getpid() (1).
+    [[ -n $recorded && /proc/$recorded -ef /proc/$pid ]] ||
+        { echo "the cache names pid ${recorded:-?}, which in the steps' /proc is not slurmd ($pid)"; ok=1; }
+    local slowest=${PLAN_MS% }
+    slowest=${slowest##* }
+    [[ -n $slowest ]] && ((${slowest%.*} < 500)) || { echo "planning took ${slowest:-?} ms"; ok=1; }
+    # Killed there (no slurmd_exit: the cache stays, its lock goes), then a slurmd that writes
+    # no cache of its own there: the steps must not take the stale cache for a live one.
+    kill -KILL "$pid" 2>/dev/null
+    wait "$ns_pid" 2>/dev/null
+    unset "E2E_PIDS[slurmd]"
+    [[ -f $CACHE_DIR/topology.json ]] || { echo "the killed slurmd's cache is gone"; ok=1; }
+    set_plugstack "config=$LIVE_CONF"
+    e2e_slurmd_start || return 1
+    set_plugstack "config=$LOAD_CONF"
+    log_mark
+    hprobe -n 1 --map-by-device="$LIVE_TARGET"
+    expect_rc 0 && expect_live 1 || ok=1
+    log_has "cache $CACHE_DIR/topology.json not used: no running slurmd holds it" || ok=1
     e2e_slurmd_stop
     e2e_slurmd_start || return 1
     return $ok
@@ -941,6 +997,7 @@ LOAD_CASES=(
     "load: 20 consecutive and 4 concurrent steps with live discovery, nothing left behind|c_load_live_discovery"
     "load: a lock flood (100,000 POSIX locks of another user), slurmd hidden by hidepid=2: steps plan from the cache in ms|c_load_lock_flood"
     "load: a daemonizing slurmd: the steps trust its cache|c_load_daemonizing_slurmd"
+    "load: slurmd in another pid namespace sharing the machine's /proc: steps plan from its cache in ms, a killed one's cache refused|c_load_pid_namespace"
 )
 
 HOSTILE_CASES=(
