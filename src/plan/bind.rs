@@ -273,11 +273,14 @@ impl<'a> Binder<'a> {
                 locality_cpus: locality.intersection(&self.allowed).to_list(),
             });
         }
+        // A unit that is also a whole region some task was bound to (a task whose devices
+        // share one NUMA domain, beside one whose devices span two) counts those tasks too.
+        let used = |i: usize| self.uses[i] + self.fixed_uses_of(self.units[i]);
         let mut order: Vec<(u32, usize, usize)> =
-            candidates.iter().enumerate().map(|(pos, &i)| (self.uses[i], pos, i)).collect();
+            candidates.iter().enumerate().map(|(pos, &i)| (used(i), pos, i)).collect();
         order.sort_unstable();
         let picked: Vec<usize> = order.iter().take(self.per_task).map(|&(_, _, i)| i).collect();
-        if !self.overload && picked.iter().any(|&i| self.uses[i] >= self.capacity[i]) {
+        if !self.overload && picked.iter().any(|&i| used(i) >= self.capacity[i]) {
             return Err(PlanError::Overloaded {
                 task,
                 unit: counted(self.unit_word, candidates.len()),
@@ -313,6 +316,11 @@ impl<'a> Binder<'a> {
         Ok(Some(cpus))
     }
 
+    /// How many tasks were bound to `unit`'s CPUs in the step as a whole region.
+    fn fixed_uses_of(&self, unit: &CpuSet) -> u32 {
+        self.fixed_uses.get(&unit.intersection(&self.allowed)).map_or(0, |u| u.0)
+    }
+
     /// A task bound to a whole region (its locality, or the level object that is it): the
     /// region holds as many tasks as it has cores. With `bind=split` and several tasks on
     /// the region, the task gets its share instead.
@@ -321,10 +329,15 @@ impl<'a> Binder<'a> {
             return Ok(Some(share.intersection(&self.allowed)));
         }
         let (topo, hwtcpus) = (self.topo, self.hwtcpus);
+        // Tasks given the same CPUs as a unit (the other path, above) count against it too.
+        let unit_uses: u32 = (0..self.units.len())
+            .filter(|&i| self.units[i].intersection(&self.allowed) == cpus)
+            .map(|i| self.uses[i])
+            .sum();
         let (uses, capacity) =
             self.fixed_uses.entry(cpus.clone()).or_insert_with(|| (0, cores_in(topo, &cpus, hwtcpus)));
         let capacity = *capacity;
-        if !self.overload && *uses >= capacity {
+        if !self.overload && *uses + unit_uses >= capacity {
             return Err(PlanError::Overloaded {
                 task,
                 unit: counted(if self.hwtcpus { "hardware threads" } else { "cores" }, capacity as usize),
