@@ -143,7 +143,8 @@ check "srun --help: no --map-by-device while the snippet is commented out" \
 # Enable it as an administrator would: uncomment the plain line, add an argument.
 sed -i "0,\|^#required $plugin\$|s||required $plugin topology=$topology|" "$snippet"
 check "enabled: the snippet has one active line" test "$(grep -c '^required' "$snippet")" = 1
-out=$(map-by-device check)
+# (--hostname: the fixture's own host name is not this Slurm's node, node1, which gres.conf names)
+out=$(map-by-device check --hostname "$E2E_NODE")
 status=$?
 check "map-by-device check (SLURM_CONF's plugstack, its includes): ready, exit 0" \
     bash -c '[[ $1 == 0 && $2 == *"Ready: yes"* && $2 == *"(present)"* ]]' _ "$status" "$out"

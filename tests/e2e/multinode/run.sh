@@ -362,9 +362,10 @@ c_refusal_ends_het_step() {
     end=$(date +%s.%N)
     expect_fail && expect_err "node node3 has no gpu devices" || return 1
     # node1's task ends with it: killed by the plugin's end of the step (22.05, 24.11, 26.05),
-    # or terminated by Slurm 25.11, which cancels a failed step's other components first.
-    grep -qE -- "node1: task 0: (Killed|Terminated)" <<<"$ERR" ||
-        { echo "stderr lacks: node1: task 0: Killed (or Terminated)"; show; return 1; }
+    # or cancelled by Slurm 25.11, which ends a failed step's other components itself
+    # (SIGTERM; srun then says "Terminated", or only slurmstepd's "CANCELLED" line).
+    grep -qE -- "node1: task 0: (Killed|Terminated)|STEP [0-9.]+ ON node1 CANCELLED" <<<"$ERR" ||
+        { echo "stderr lacks: node1: task 0: Killed (or Terminated, or node1's step CANCELLED)"; show; return 1; }
     ((${SECS%.*} < 15)) || { echo "srun took $SECS s"; show; return 1; }
     took=$(refusal_to_exit node3 "node node3 has no gpu devices" "$end")
     NOTES+=("a heterogeneous step refused in one component: srun exited $took s after the refusal ($SECS s with the allocation)")
