@@ -308,6 +308,15 @@ unsafe impl Plugin for MapByDevice {
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<step::Decision, String> {
             test_panic("user_init");
+            // A step that asked for nothing (most steps, where no default= is set) reads
+            // nothing: no step id, no environment, no decision (docs/plugin.md, "Cost").
+            if requested.is_none() && self.init_failure.is_none() {
+                return Ok(step::Decision {
+                    step: Step::Off,
+                    note: "nothing to map: no --map-by-device and no default=".into(),
+                    notices: Vec::new(),
+                });
+            }
             let step_id = spank.job_stepid().map_err(|e| format!("cannot read the step id: {e}"))?;
             if step_id >= SLURM_MAX_NORMAL_STEP_ID {
                 return Ok(step::Decision {
