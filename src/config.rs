@@ -15,7 +15,7 @@
 //! [`Spec::parse`] refuses, relative paths.
 //!
 //! Pure apart from reading the `config=` file: no Slurm, no hwloc, no process environment.
-//! Shared by the SPANK plugin and the CLI (`--plugstack-args`).
+//! Shared by the SPANK plugin and the CLI (`check` reads the plugstack line, or `--config`).
 
 use crate::device::ZeHierarchy;
 use crate::node::NodeOptions;

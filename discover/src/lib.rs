@@ -60,9 +60,9 @@ pub unsafe extern "C" fn mbd_discover(
     quiet_panics();
     let result = catch_unwind(AssertUnwindSafe(|| discover(interface.as_deref(), xml_path.as_deref(), timeout_ms)))
         .unwrap_or_else(|panic| {
-            Err(format!(
-                "internal error in the discovery library: {} (please report this bug)",
-                map_by_device::panics::text(panic.as_ref())
+            Err(map_by_device::panics::internal_error(
+                "in the discovery library",
+                &map_by_device::panics::text(panic.as_ref()),
             ))
         });
     let (code, text) = match result {

@@ -195,10 +195,7 @@ fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResu
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Box::new(e)),
-        Err(panic) => Err(Box::new(HookError::Report(format!(
-            "internal error in {hook}: {} (please report this bug)",
-            entry::panic_report(panic.as_ref())
-        )))),
+        Err(panic) => Err(Box::new(HookError::Report(entry::internal_error(&format!("in {hook}"), panic.as_ref())))),
     }
 }
 
@@ -343,9 +340,7 @@ unsafe impl Plugin for MapByDevice {
                 return Ok(());
             }
             Ok(Err(message)) => message,
-            Err(panic) => {
-                format!("internal error in user_init: {} (please report this bug)", entry::panic_report(panic.as_ref()))
-            }
+            Err(panic) => entry::internal_error("in user_init", panic.as_ref()),
         };
         self.step = Some(match requested {
             Some(origin) => Step::Refused { origin, message: failure },
@@ -418,13 +413,7 @@ unsafe impl Plugin for MapByDevice {
             }
         }));
         if let Err(panic) = outcome {
-            admin_log(
-                LogLevel::Error,
-                &format!(
-                    "internal error in slurmd_exit: {} (please report this bug)",
-                    entry::panic_report(panic.as_ref())
-                ),
-            );
+            admin_log(LogLevel::Error, &entry::internal_error("in slurmd_exit", panic.as_ref()));
         }
         Ok(())
     }
@@ -496,13 +485,7 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<ma
             None
         }
         Err(panic) => {
-            admin_log(
-                LogLevel::Error,
-                &format!(
-                    "internal error writing the topology cache: {} (please report this bug)",
-                    entry::panic_report(panic.as_ref())
-                ),
-            );
+            admin_log(LogLevel::Error, &entry::internal_error("writing the topology cache", panic.as_ref()));
             None
         }
     }

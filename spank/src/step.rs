@@ -370,7 +370,7 @@ pub fn slurm_gpu_binding(
     map_by_device::env::slurm_gpu_variables().find_map(|var| {
         let (before, after) = (step_env.get(var).cloned(), now(var));
         (before != after).then(|| {
-            let show = |v: Option<String>| v.map_or("unset".to_string(), |v| map_by_device::env::shown(&v));
+            let show = |v: Option<String>| v.map_or("unset".to_string(), |v| map_by_device::text::quoted(&v));
             format!("{var} was {} for the step and is {} for this task", show(before), show(after))
         })
     })
