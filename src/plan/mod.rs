@@ -26,10 +26,10 @@ pub use facts::{
     MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
 };
 pub use order::{device_order, interleave, named_device, DeviceOrder, Near};
-pub use types::{Paired, Plan, PlanError, TaskPlan};
+pub use types::{FixKind, IdentityFix, Paired, Plan, PlanError, RootWords, TaskPlan};
 
 use crate::cpuset::CpuSet;
-use crate::device::{Device, DeviceClass, GpuIdentity, Vendor};
+use crate::device::{Device, DeviceClass, GpuIdentity};
 use crate::node::Node;
 use crate::spec::{EnvMode, Spec};
 use std::collections::{BTreeMap, HashMap};
@@ -208,10 +208,7 @@ fn check_identities(assignment: &[Vec<usize>], node: &Node, spec: &Spec) -> Resu
     match refusals.next() {
         None => Ok(()),
         Some((_, PlanError::NoIdentity { device, busid, host, problem, mut fix })) => {
-            let others: Vec<String> = refusals.map(|(d, _)| format!("{} at {}", d.name, d.busid_text())).collect();
-            if !others.is_empty() {
-                fix.push_str(&format!(" (the same refusal holds for {})", others.join(", ")));
-            }
+            fix.others = refusals.map(|(d, _)| format!("{} at {}", d.name, d.busid_text())).collect();
             Err(PlanError::NoIdentity { device, busid, host, problem, fix })
         }
         Some((_, other)) => Err(other),
@@ -221,18 +218,18 @@ fn check_identities(assignment: &[Vec<usize>], node: &Node, spec: &Spec) -> Resu
 /// One GPU's part of [`check_identities`].
 fn check_identity(d: &Device, node: &Node) -> Result<(), PlanError> {
     let unknown_model = node.options.ze_hierarchy.is_none();
-    let refused = |d: &Device, problem: String, fix: &'static str| PlanError::NoIdentity {
+    let refused = |d: &Device, problem: String, kind: FixKind| PlanError::NoIdentity {
         device: d.name.clone(),
         busid: d.busid_text(),
         host: node.hostname().into(),
         problem,
-        fix: fix.to_string(),
+        fix: Box::new(IdentityFix { kind, roots: RootWords::PLUGIN, others: Vec::new() }),
     };
     if d.class == DeviceClass::Gpu {
         match d.gpu_id() {
             None => {
                 let problem = d.identity_problem().map(str::to_string).unwrap_or_else(|| "no vendor identity".into());
-                return Err(refused(d, problem, identity_fix(d.vendor)));
+                return Err(refused(d, problem, FixKind::Vendor(d.vendor)));
             }
             Some(GpuIdentity::LevelZero { .. }) if unknown_model => {
                 return Err(refused(
@@ -240,23 +237,11 @@ fn check_identity(d: &Device, node: &Node) -> Result<(), PlanError> {
                     "its Level Zero ordinal is known, but not the hierarchy model (FLAT, COMPOSITE or COMBINED) it \
                      was recorded under, so ZE_AFFINITY_MASK cannot say which device it is"
                         .into(),
-                    "the admin sets ze_hierarchy in the plugin's config file (the ZE_FLAT_DEVICE_HIERARCHY in force \
-                     where the topology was discovered); to be placed and bound without a ZE_AFFINITY_MASK, add \
-                     :env=none",
+                    FixKind::ZeHierarchy,
                 ))
             }
             Some(_) => {}
         }
     }
     Ok(())
-}
-
-/// Which of the two identity sources to install, per vendor.
-fn identity_fix(vendor: Vendor) -> &'static str {
-    match vendor {
-        Vendor::Nvidia => "install an hwloc built with its NVML backend, or load the NVIDIA kernel driver and set proc_root in the plugin config so that /proc/driver/nvidia/gpus/<busid>/information is read",
-        Vendor::Amd => "install an hwloc built with its RSMI backend, or load the amdgpu driver and set sys_root in the plugin config so that /sys/bus/pci/devices/<busid>/unique_id is read",
-        Vendor::Intel => "install an hwloc built with its Level Zero backend (Intel GPUs have no driver file that names them)",
-        _ => "this GPU's vendor has no identity the plugin knows; map it by another class or use --map-by-device=none",
-    }
 }

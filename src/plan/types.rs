@@ -3,7 +3,7 @@
 //! them all, so that no step imports from the module that sequences them.
 
 use crate::cpuset::CpuSet;
-use crate::device::DeviceClass;
+use crate::device::{DeviceClass, Vendor};
 use crate::spec::BindLevel;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub enum PlanError {
     UnknownDevice { name: String, host: String, known: String, hint: String },
     /// `fix` ends with the other GPUs of the plan that are refused too, if any.
     #[error("GPU {device} at {busid} on {host} cannot be named to its runtime: {problem}. Without an identity every task would silently use the same GPU; {fix}")]
-    NoIdentity { device: String, busid: String, host: String, problem: String, fix: String },
+    NoIdentity { device: String, busid: String, host: String, problem: String, fix: Box<IdentityFix> },
     #[error("{ntasks} tasks with ndev={ndev}{ppr} need {needed} {class} devices, but {host} has {have} to give: {fix}, or run fewer tasks")]
     TooManyTasks {
         ntasks: u32,
@@ -104,4 +104,77 @@ pub enum PlanError {
     SplitTooMany { tasks: u32, device: String, unit: &'static str, have: usize, locality_cpus: String },
     #[error("task {task} would share CPUs with another task of the step: the {have} {unit} near {device} (CPUs {locality_cpus}) are all taken by earlier tasks. Run fewer tasks, bind to smaller units (bind=hwthread), or add :overload to let tasks share CPUs")]
     Overloaded { task: u32, unit: &'static str, have: usize, device: String, locality_cpus: String },
+}
+
+/// How to make a GPU nameable, for [`PlanError::NoIdentity`]: what to install or set, by
+/// vendor, and the other GPUs of the plan the same fix covers. The driver files' roots are
+/// named by each front end in its own words ([`RootWords`]): the plugin's config file keys,
+/// a preview's flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityFix {
+    pub kind: FixKind,
+    /// How this front end sets the driver files' roots.
+    pub roots: RootWords,
+    /// The other GPUs refused alike (`NAME at BUSID`).
+    pub others: Vec<String>,
+}
+
+/// Which of a GPU's identity sources is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixKind {
+    /// No vendor identity: hwloc's backend for the vendor, or its driver file where it has one.
+    Vendor(Vendor),
+    /// A Level Zero ordinal without the hierarchy model it was recorded under.
+    ZeHierarchy,
+}
+
+/// How a front end tells the admin to set where driver files are read: the plugin's config
+/// keys ([`RootWords::PLUGIN`]), a preview's `--proc-root`/`--sys-root`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootWords {
+    /// Where `/proc` is read (`set proc_root in the plugin config`).
+    pub proc_root: &'static str,
+    /// Where `/sys` is read (`set sys_root in the plugin config`).
+    pub sys_root: &'static str,
+}
+
+impl RootWords {
+    /// The plugin's words (and `check`'s, which checks the plugin's settings).
+    pub const PLUGIN: RootWords =
+        RootWords { proc_root: "set proc_root in the plugin config", sys_root: "set sys_root in the plugin config" };
+}
+
+impl std::fmt::Display for IdentityFix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            FixKind::Vendor(Vendor::Nvidia) => write!(
+                f,
+                "install an hwloc built with its NVML backend, or load the NVIDIA kernel driver and {} so that \
+                 /proc/driver/nvidia/gpus/<busid>/information is read",
+                self.roots.proc_root
+            )?,
+            FixKind::Vendor(Vendor::Amd) => write!(
+                f,
+                "install an hwloc built with its RSMI backend, or load the amdgpu driver and {} so that \
+                 /sys/bus/pci/devices/<busid>/unique_id is read",
+                self.roots.sys_root
+            )?,
+            FixKind::Vendor(Vendor::Intel) => f.write_str(
+                "install an hwloc built with its Level Zero backend (Intel GPUs have no driver file that names them)",
+            )?,
+            FixKind::Vendor(_) => f.write_str(
+                "this GPU's vendor has no identity the plugin knows; map it by another class or use \
+                 --map-by-device=none",
+            )?,
+            FixKind::ZeHierarchy => f.write_str(
+                "the admin sets ze_hierarchy in the plugin's config file (the ZE_FLAT_DEVICE_HIERARCHY in force \
+                 where the topology was discovered); to be placed and bound without a ZE_AFFINITY_MASK, add \
+                 :env=none",
+            )?,
+        }
+        if !self.others.is_empty() {
+            write!(f, " (the same refusal holds for {})", self.others.join(", "))?;
+        }
+        Ok(())
+    }
 }

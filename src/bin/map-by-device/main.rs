@@ -14,7 +14,7 @@ use clap::Parser;
 use error::CliError;
 use flags::{Cli, Command};
 use map_by_device::device::Device;
-use map_by_device::plan::{plan, PlanError};
+use map_by_device::plan::{plan, PlanError, RootWords};
 use map_by_device::report;
 use map_by_device::spec::{Spec, Target};
 use std::io::Write;
@@ -23,16 +23,14 @@ use std::process::ExitCode;
 /// A GPU identity refusal, in the preview's words: the plugin's fix names its config file's
 /// `proc_root`/`sys_root`; a preview reads driver files under `--proc-root`/`--sys-root`.
 /// (`check` keeps the plugin's words: it checks the plugin's settings.)
-fn preview_fix(e: PlanError) -> PlanError {
-    match e {
-        PlanError::NoIdentity { device, busid, host, problem, fix } => {
-            let fix = fix
-                .replace("set proc_root in the plugin config", "give the node's /proc with --proc-root DIR")
-                .replace("set sys_root in the plugin config", "give the node's /sys with --sys-root DIR");
-            PlanError::NoIdentity { device, busid, host, problem, fix }
-        }
-        other => other,
+fn preview_fix(mut e: PlanError) -> PlanError {
+    if let PlanError::NoIdentity { fix, .. } = &mut e {
+        fix.roots = RootWords {
+            proc_root: "give the node's /proc with --proc-root DIR",
+            sys_root: "give the node's /sys with --sys-root DIR",
+        };
     }
+    e
 }
 
 /// Runs one command: its output, and whether it succeeded (`false`: `check` found the node
