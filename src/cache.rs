@@ -155,6 +155,55 @@ impl std::fmt::Display for Miss {
     }
 }
 
+/// Why slurmd could not write the topology cache (the steps then discover the node
+/// themselves). Each message says what failed and on what.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("cannot identify the plugin's own file: {0}")]
+    PluginIdentity(#[source] io::Error),
+    #[error("cache_dir: {0}")]
+    CacheDir(#[source] TrustError),
+    /// An entry of the cache directory (the old file, the lock file) could not be handled.
+    #[error(transparent)]
+    Entry(#[from] TrustError),
+    #[error("cannot lock {LOCK_NAME}: {0}")]
+    Lock(#[source] io::Error),
+    #[error("cannot examine {LOCK_NAME}: {0}")]
+    ExamineLock(#[source] io::Error),
+    #[error("cannot read this process's pid and start time in /proc: {0}")]
+    OwnProcess(#[source] io::Error),
+    /// The discovery's own message.
+    #[error("{0}")]
+    Discovery(String),
+    #[error("cannot read the boot id: {0}")]
+    BootId(#[source] io::Error),
+    #[error("cannot serialize the topology: {0}")]
+    Serialize(#[source] serde_json::Error),
+    #[error("cannot write the cache in {}: {source}", dir.display())]
+    File { dir: PathBuf, source: FileError },
+    #[error("the cache file vanished")]
+    Vanished,
+}
+
+/// Why the new cache file could not be written beside the old one, for [`WriteError::File`].
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error(transparent)]
+    Entry(#[from] TrustError),
+    /// `op` (lock, write, chmod) on the temporary file `tmp`.
+    #[error("cannot {op} {tmp}: {source}")]
+    Step { op: &'static str, tmp: String, source: io::Error },
+}
+
+/// Why slurmd could not remove its cache at its shutdown.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoveError {
+    #[error("cannot examine the lock file: {0}")]
+    ExamineLock(#[source] io::Error),
+    #[error(transparent)]
+    Entry(#[from] TrustError),
+}
+
 /// What slurmd keeps while it runs: the cache directory and the locked lock file.
 pub struct Written {
     dir: TrustedDir,
@@ -171,15 +220,15 @@ pub struct Written {
 impl Written {
     /// At slurmd's shutdown: removes the cache and the lock file if they are still the ones
     /// this slurmd wrote. `Ok(true)` when the cache file was removed.
-    pub fn remove(self) -> Result<bool, String> {
+    pub fn remove(self) -> Result<bool, RemoveError> {
         let same = |name: &str, id: (u64, u64)| matches!(self.dir.stat(name), Ok(Some(m)) if (m.dev, m.ino) == id);
-        let lock_meta = self.lock.metadata().map_err(|e| format!("cannot examine the lock file: {e}"))?;
+        let lock_meta = self.lock.metadata().map_err(RemoveError::ExamineLock)?;
         let mut removed = false;
         if same(FILE_NAME, self.file) {
-            removed = self.dir.unlink(FILE_NAME).map_err(|e| e.to_string())?;
+            removed = self.dir.unlink(FILE_NAME)?;
         }
         if same(LOCK_NAME, (lock_meta.dev(), lock_meta.ino())) {
-            self.dir.unlink(LOCK_NAME).map_err(|e| e.to_string())?;
+            self.dir.unlink(LOCK_NAME)?;
         }
         Ok(removed)
     }
@@ -187,25 +236,29 @@ impl Written {
 
 /// slurmd, at its start, as root: (re)writes the cache in `dir` with the topology that
 /// `discover` finds. `plugin` is the writing plugin's [`plugin_identity`].
-pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topology, String>) -> Result<Written, String> {
-    let cache_dir = TrustedDir::open_or_create(dir, 0o755).map_err(|e| format!("cache_dir: {e}"))?;
+pub fn write(
+    dir: &Path,
+    plugin: &str,
+    discover: impl FnOnce() -> Result<Topology, String>,
+) -> Result<Written, WriteError> {
+    let cache_dir = TrustedDir::open_or_create(dir, 0o755).map_err(WriteError::CacheDir)?;
     crate::test_hooks::pause("cache-dir-opened");
     // First remove the old file: if anything below fails, the steps find no cache rather
     // than one from an earlier slurmd.
-    cache_dir.unlink(FILE_NAME).map_err(|e| e.to_string())?;
-    cache_dir.unlink(LOCK_NAME).map_err(|e| e.to_string())?;
-    let lock = cache_dir.create_new(LOCK_NAME, 0o600).map_err(|e| e.to_string())?;
-    flock(&lock, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| format!("cannot lock {LOCK_NAME}: {e}"))?;
-    let lock_meta = lock.metadata().map_err(|e| format!("cannot examine {LOCK_NAME}: {e}"))?;
+    cache_dir.unlink(FILE_NAME)?;
+    cache_dir.unlink(LOCK_NAME)?;
+    let lock = cache_dir.create_new(LOCK_NAME, 0o600)?;
+    flock(&lock, libc::LOCK_EX | libc::LOCK_NB).map_err(WriteError::Lock)?;
+    let lock_meta = lock.metadata().map_err(WriteError::ExamineLock)?;
 
-    let me = own_process().map_err(|e| format!("cannot read this process's pid and start time in /proc: {e}"))?;
+    let me = own_process().map_err(WriteError::OwnProcess)?;
     let start = Instant::now();
-    let topology = discover()?;
+    let topology = discover().map_err(WriteError::Discovery)?;
     let discovery_ms = start.elapsed().as_secs_f64() * 1e3;
     let file = CacheFile {
         format: FORMAT,
         plugin: plugin.to_string(),
-        boot_id: boot_id().map_err(|e| format!("cannot read the boot id: {e}"))?,
+        boot_id: boot_id().map_err(WriteError::BootId)?,
         writer_pid: me.0,
         writer_start: me.1,
         written: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
@@ -213,27 +266,28 @@ pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topolog
         lock: format!("{}:{}", lock_meta.dev(), lock_meta.ino()),
         topology,
     };
-    let json = serde_json::to_vec(&file).map_err(|e| format!("cannot serialize the topology: {e}"))?;
+    let json = serde_json::to_vec(&file).map_err(WriteError::Serialize)?;
     let tmp = format!(".{FILE_NAME}.{}.tmp", std::process::id());
     let _ = cache_dir.unlink(&tmp);
-    let written = (|| -> Result<File, String> {
-        let mut f = cache_dir.create_new(&tmp, 0o600).map_err(|e| e.to_string())?;
+    let written = (|| -> Result<File, FileError> {
+        let step = |op, source| FileError::Step { op, tmp: tmp.clone(), source };
+        let mut f = cache_dir.create_new(&tmp, 0o600)?;
         // Locked while it is still 0600: no one else can have opened it, or hold a lock on it.
-        ofd_write_lock(&f).map_err(|e| format!("cannot lock {tmp}: {e}"))?;
-        f.write_all(&json).map_err(|e| format!("cannot write {tmp}: {e}"))?;
+        ofd_write_lock(&f).map_err(|e| step("lock", e))?;
+        f.write_all(&json).map_err(|e| step("write", e))?;
         // Readable by the steps once complete (fchmod: the umask does not apply).
-        f.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot chmod {tmp}: {e}"))?;
-        cache_dir.rename(&tmp, FILE_NAME).map_err(|e| e.to_string())?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| step("chmod", e))?;
+        cache_dir.rename(&tmp, FILE_NAME)?;
         Ok(f)
     })();
     let held = match written {
         Ok(f) => f,
-        Err(e) => {
+        Err(source) => {
             let _ = cache_dir.unlink(&tmp);
-            return Err(format!("cannot write the cache in {}: {e}", dir.display()));
+            return Err(WriteError::File { dir: dir.to_path_buf(), source });
         }
     };
-    let meta = cache_dir.stat(FILE_NAME).map_err(|e| e.to_string())?.ok_or("the cache file vanished")?;
+    let meta = cache_dir.stat(FILE_NAME)?.ok_or(WriteError::Vanished)?;
     let path = dir.join(FILE_NAME);
     let note = format!(
         "cached this node's topology in {} ({} bytes; discovery took {discovery_ms:.1} ms): {} PUs, {} PCI functions",
