@@ -55,13 +55,22 @@ pub const LOCK_NAME: &str = "topology.lock";
 pub const FORMAT: u32 = 4;
 
 /// A topology as the JSON this file and the discovery library (`discover/`) carry it in.
-pub fn topology_to_json(topology: &Topology) -> Result<String, String> {
-    serde_json::to_string(topology).map_err(|e| format!("cannot write the topology as JSON: {e}"))
+pub fn topology_to_json(topology: &Topology) -> Result<String, JsonError> {
+    serde_json::to_string(topology).map_err(JsonError::Write)
 }
 
 /// The topology [`topology_to_json`] wrote.
-pub fn topology_from_json(json: &str) -> Result<Topology, String> {
-    serde_json::from_str(json).map_err(|e| format!("cannot read the topology's JSON: {e}"))
+pub fn topology_from_json(json: &str) -> Result<Topology, JsonError> {
+    serde_json::from_str(json).map_err(JsonError::Read)
+}
+
+/// Why a topology could not cross between the plugin and its discovery library as JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    #[error("cannot write the topology as JSON: {0}")]
+    Write(#[source] serde_json::Error),
+    #[error("cannot read the topology's JSON: {0}")]
+    Read(#[source] serde_json::Error),
 }
 
 /// The discovery library's file names, looked for in this order in the plugin's own
@@ -73,10 +82,9 @@ pub const DISCOVER_LIBRARY: [&str; 2] = ["map_by_device_discover.so", "libmap_by
 /// it, `map-by-device check` looks for it): the first of [`DISCOVER_LIBRARY`] beside it, which
 /// must be root's and writable only by root in a directory chain that is too (the
 /// [`crate::trusted_fs`] rule), or why there is none to use.
-pub fn discover_library(plugin: &Path) -> Result<PathBuf, String> {
+pub fn discover_library(plugin: &Path) -> Result<PathBuf, LibraryError> {
     let dir = plugin.parent().unwrap_or(Path::new("/"));
-    let untrusted =
-        |name: &str, why: String| format!("will not load the discovery library {}: {why}", dir.join(name).display());
+    let untrusted = |name: &str, why: String| LibraryError::Untrusted { path: dir.join(name), why };
     let trusted = TrustedDir::open(dir).map_err(|e| untrusted(DISCOVER_LIBRARY[0], e.to_string()))?;
     for name in DISCOVER_LIBRARY {
         match trusted.stat(name) {
@@ -90,12 +98,22 @@ pub fn discover_library(plugin: &Path) -> Result<PathBuf, String> {
             Err(e) => return Err(untrusted(name, e.to_string())),
         }
     }
-    Err(format!(
+    Err(LibraryError::Missing { path: dir.join(DISCOVER_LIBRARY[0]) })
+}
+
+/// Why there is no discovery library to load beside the plugin's file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LibraryError {
+    /// `why`: the file's or its directories' problem under the `trusted_fs` rule.
+    #[error("will not load the discovery library {}: {why}", path.display())]
+    Untrusted { path: PathBuf, why: String },
+    #[error(
         "the discovery library {} is missing: install it beside the plugin (the package does; from source, \
          copy target/release/libmap_by_device_discover.so there as {})",
-        dir.join(DISCOVER_LIBRARY[0]).display(),
+        path.display(),
         DISCOVER_LIBRARY[0]
-    ))
+    )]
+    Missing { path: PathBuf },
 }
 
 /// What the plugin and its discovery library (`discover/`) must agree on to pass a

@@ -84,7 +84,7 @@ pub struct PluginEntry {
     pub built_for: Option<Result<crate::slurm_release::SlurmVersion, String>>,
     /// The discovery library beside the plugin file ([`crate::cache::discover_library`]), or
     /// why there is none to use; `None` when the plugin file was not examined.
-    pub discover: Option<Result<std::path::PathBuf, String>>,
+    pub discover: Option<Result<std::path::PathBuf, crate::cache::LibraryError>>,
 }
 
 /// What the caller found about the plugin's configuration.
