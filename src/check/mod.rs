@@ -44,7 +44,7 @@ pub use plugstack::{
     is_this_plugin, parse_plugstack, read_plugstack, slurm_conf, system_plugstack, PluginEntry, PlugstackFindings,
     PlugstackItem, PlugstackLine, Setup,
 };
-pub use release::node_slurm;
+pub use release::{node_slurm, NodeSlurmError, PluginVersionError};
 
 use crate::cpuset::CpuSet;
 use crate::device::DeviceClass;
@@ -69,7 +69,7 @@ pub struct CheckInput<'a> {
     pub cache: Option<CacheProbe>,
     /// The Slurm release of this node, or why it is unknown; `None` when not looked for (no
     /// plugstack line names the plugin).
-    pub slurm: Option<Result<NodeSlurm, String>>,
+    pub slurm: Option<Result<NodeSlurm, NodeSlurmError>>,
     /// The node's gres.conf and its NVIDIA GPUs' minor numbers; `None` when not looked at.
     pub gres: Option<GresInput>,
 }

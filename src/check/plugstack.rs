@@ -81,7 +81,7 @@ pub struct PluginEntry {
     pub exists: Option<bool>,
     /// The Slurm release the file declares (`plugin_version`), or why it could not be read;
     /// `None` when the file was not read (missing, or a relative path).
-    pub built_for: Option<Result<crate::slurm_release::SlurmVersion, String>>,
+    pub built_for: Option<Result<crate::slurm_release::SlurmVersion, super::PluginVersionError>>,
     /// The discovery library beside the plugin file ([`crate::cache::discover_library`]), or
     /// why there is none to use; `None` when the plugin file was not examined.
     pub discover: Option<Result<std::path::PathBuf, crate::cache::LibraryError>>,
@@ -139,8 +139,17 @@ fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
     }
 }
 
+/// Why an `include` line's files could not be listed here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IncludeError {
+    #[error("cannot expand include {pattern:?}")]
+    Unexpandable { pattern: String },
+    #[error("include {pattern:?}: only * and ? in the file name are checked here")]
+    Wildcards { pattern: String },
+}
+
 /// The files an `include` pattern names, sorted like glob(3); wildcards only in the last part.
-fn expand_include(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String> {
+fn expand_include(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, IncludeError> {
     let path = base.join(pattern);
     let has_wild = |s: &str| s.contains(['*', '?', '[']);
     if !has_wild(pattern) {
@@ -148,10 +157,10 @@ fn expand_include(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String> {
     }
     let (dir, file) = match (path.parent(), path.file_name().and_then(|f| f.to_str())) {
         (Some(d), Some(f)) => (d.to_path_buf(), f.to_string()),
-        _ => return Err(format!("cannot expand include {pattern:?}")),
+        _ => return Err(IncludeError::Unexpandable { pattern: pattern.to_string() }),
     };
     if has_wild(&dir.to_string_lossy()) || file.contains('[') {
-        return Err(format!("include {pattern:?}: only * and ? in the file name are checked here"));
+        return Err(IncludeError::Wildcards { pattern: pattern.to_string() });
     }
     let mut out: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(entries) => entries

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// loadable plugin at all); a note when the node's release is unknown.
 pub(super) fn check(
     entries: &[PluginEntry],
-    slurm: Option<&Result<NodeSlurm, String>>,
+    slurm: Option<&Result<NodeSlurm, NodeSlurmError>>,
     problems: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) {
@@ -45,21 +45,41 @@ pub(super) fn check(
 
 // --- Reading the versions: what `map-by-device check` hands the report ---
 
+/// Why a plugin file's Slurm release could not be read (its reading error as text: a check
+/// input is plain data).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginVersionError {
+    #[error("cannot read it: {0}")]
+    Read(String),
+    #[error(transparent)]
+    Elf(#[from] slurm_release::ElfError),
+}
+
+/// Why the node's Slurm release is unknown: what `slurmd -V` printed instead, or why there
+/// was no slurmd to ask (and no Slurm plugin to read).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeSlurmError {
+    #[error("slurmd -V printed {printed:?}")]
+    Printed { printed: String },
+    #[error("no slurmd to ask ({why}) and no task_affinity.so in Slurm's plugin directories")]
+    NoSlurmd { why: String },
+}
+
 /// The Slurm release a plugin file declares (its `plugin_version`, what Slurm compares). At
 /// most 64 MiB are read (the plugin is about 2 MB; a plugstack line may name anything).
-pub(super) fn plugin_version(path: &Path) -> Result<SlurmVersion, String> {
+pub(super) fn plugin_version(path: &Path) -> Result<SlurmVersion, PluginVersionError> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(64 << 20).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    slurm_release::exported_u32(&bytes, "plugin_version").map(SlurmVersion).map_err(|e| e.to_string())
+        .map_err(|e| PluginVersionError::Read(e.to_string()))?;
+    Ok(SlurmVersion(slurm_release::exported_u32(&bytes, "plugin_version")?))
 }
 
 /// The Slurm release this node runs: what `slurmd -V` says (the daemon that loads the plugin),
 /// else, on a node without slurmd, the `plugin_version` of one of Slurm's own plugins in the
 /// directories of `plugin_paths` or Slurm's usual plugin directories (the installed release).
-pub fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
+pub fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, NodeSlurmError> {
     let slurmd = installed_slurmd(plugin_paths)
         .ok_or_else(|| std::io::Error::other("none installed where root may run it"))
         .and_then(|path| std::process::Command::new(path).arg("-V").env_clear().output());
@@ -91,8 +111,8 @@ pub fn node_slurm(plugin_paths: &[&Path]) -> Result<NodeSlurm, String> {
         }
     }
     Err(match slurmd {
-        Ok(out) => format!("slurmd -V printed {:?}", String::from_utf8_lossy(&out.stdout).trim()),
-        Err(e) => format!("no slurmd to ask ({e}) and no task_affinity.so in Slurm's plugin directories"),
+        Ok(out) => NodeSlurmError::Printed { printed: String::from_utf8_lossy(&out.stdout).trim().to_string() },
+        Err(e) => NodeSlurmError::NoSlurmd { why: e.to_string() },
     })
 }
 
@@ -148,7 +168,7 @@ mod tests {
     use crate::config::Config;
     use crate::slurm_release::SlurmVersion;
 
-    fn entry(built_for: Option<Result<SlurmVersion, String>>) -> PluginEntry {
+    fn entry(built_for: Option<Result<SlurmVersion, PluginVersionError>>) -> PluginEntry {
         PluginEntry {
             origin: "/etc/slurm/plugstack.conf.d/map-by-device.conf line 30".into(),
             line: PlugstackLine {
@@ -164,8 +184,8 @@ mod tests {
     }
 
     fn release_check(
-        built: Option<Result<SlurmVersion, String>>,
-        node: Option<Result<NodeSlurm, String>>,
+        built: Option<Result<SlurmVersion, PluginVersionError>>,
+        node: Option<Result<NodeSlurm, NodeSlurmError>>,
     ) -> CheckReport {
         let input = CheckInput {
             node: Err("no topology".into()),
@@ -198,10 +218,13 @@ mod tests {
         assert!(p.contains("built for Slurm 22.05") && p.contains("runs Slurm 26.05.5 (slurmd -V)"), "{p}");
         assert!(p.contains("package built for Slurm 26.05"), "{p}");
         // Unknown node release: a note, not a problem; an unreadable file: a problem.
-        let r = release_check(Some(Ok(SlurmVersion(0x160508))), Some(Err("no slurmd here".into())));
+        let r = release_check(
+            Some(Ok(SlurmVersion(0x160508))),
+            Some(Err(NodeSlurmError::NoSlurmd { why: "no slurmd here".into() })),
+        );
         assert_eq!(r.problems.len(), 1);
         assert!(r.notes.iter().any(|n| n.contains("no slurmd here") && n.contains("Slurm 22.05")), "{:?}", r.notes);
-        let r = release_check(Some(Err("no exported symbol plugin_version".into())), slurmd(0x160508));
+        let r = release_check(Some(Err(slurm_release::ElfError::Malformed("symbol value").into())), slurmd(0x160508));
         assert!(r.problems.iter().any(|p| p.contains("not a plugin Slurm can load")), "{:?}", r.problems);
     }
 }

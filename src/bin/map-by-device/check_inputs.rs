@@ -183,7 +183,7 @@ fn cache_probe(args: &CheckArgs, setup: &Setup, config: &Config, configured: boo
 }
 
 /// The node's Slurm release, looked for when a plugstack line names the plugin.
-fn slurm_of(setup: &Setup) -> Option<Result<NodeSlurm, String>> {
+fn slurm_of(setup: &Setup) -> Option<Result<NodeSlurm, check::NodeSlurmError>> {
     match setup {
         Setup::Configured { entries, .. } if !entries.is_empty() => {
             let paths: Vec<&Path> = entries.iter().map(|e| Path::new(&e.line.path)).collect();
