@@ -37,6 +37,7 @@ fn time_cmd(cmd: &mut Command) -> Duration {
     t.elapsed()
 }
 
+#[allow(clippy::too_many_lines)] // A bench harness, read as one table of runs, like a test.
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let turin = root.join("topologies/turin-h200.xml");

@@ -20,10 +20,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 /// Why a bounded run gave no result.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum BoundedError {
     #[error("it did not finish within {seconds} s (killed)")]
     TimedOut { seconds: f64 },
+    #[error("it panicked")]
+    Panicked,
     #[error("cannot start it in a child process: {0}")]
     Start(String),
     #[error("its child process ended without an answer ({0})")]
@@ -33,12 +35,14 @@ pub enum BoundedError {
 /// The largest answer read back (a 2,048-PU node's topology is a few MB).
 const MAX_ANSWER: usize = 256 << 20;
 
-/// Runs `f` in a forked child and returns its result, or an error if it takes longer than
-/// `timeout` (the child is then killed).
-pub fn run<T, F>(timeout: Duration, f: F) -> Result<Result<T, String>, BoundedError>
+/// Runs `f` in a forked child and returns its result, its error as the value it was (both
+/// cross the pipe as JSON), or why there is none: it took longer than `timeout` (the child is
+/// then killed), it panicked, it died.
+pub fn run<T, E, F>(timeout: Duration, f: F) -> Result<Result<T, E>, BoundedError>
 where
     T: Serialize + DeserializeOwned,
-    F: FnOnce() -> Result<T, String>,
+    E: Serialize + DeserializeOwned,
+    F: FnOnce() -> Result<T, E>,
 {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a writable array of two ints, which pipe2 fills on success.
@@ -66,7 +70,8 @@ where
             // affects nothing but the child.
             unsafe { libc::signal(sig, libc::SIG_DFL) };
         }
-        let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err("it panicked".to_string()));
+        // `None`: it panicked.
+        let result: Option<Result<T, E>> = catch_unwind(AssertUnwindSafe(f)).ok();
         let bytes = serde_json::to_vec(&result).unwrap_or_default();
         write_all(write_end, &bytes);
         // SAFETY: _exit ends the child at once; nothing of the parent runs in it after this.
@@ -78,8 +83,11 @@ where
     close(read_end);
     let finished = reap(pid, answer.is_ok());
     match answer {
-        Ok(bytes) => serde_json::from_slice::<Result<T, String>>(&bytes)
-            .map_err(|_| BoundedError::NoAnswer(finished.unwrap_or_else(|| "its answer is unreadable".into()))),
+        Ok(bytes) => match serde_json::from_slice::<Option<Result<T, E>>>(&bytes) {
+            Ok(Some(result)) => Ok(result),
+            Ok(None) => Err(BoundedError::Panicked),
+            Err(_) => Err(BoundedError::NoAnswer(finished.unwrap_or_else(|| "its answer is unreadable".into()))),
+        },
         Err(ReadEnd::Deadline) => Err(BoundedError::TimedOut { seconds: timeout.as_secs_f64() }),
         Err(ReadEnd::Failed(e)) => Err(BoundedError::NoAnswer(e)),
     }
@@ -225,7 +233,7 @@ mod tests {
     #[test]
     fn a_hang_is_cut_at_the_deadline() {
         let t0 = Instant::now();
-        let e = run::<u8, _>(Duration::from_millis(300), || {
+        let e = run::<u8, String, _>(Duration::from_millis(300), || {
             std::thread::sleep(Duration::from_secs(30));
             Ok(0)
         })
@@ -260,16 +268,17 @@ mod tests {
 
     #[test]
     fn a_panic_or_a_crash_is_an_error_not_a_hang() {
-        let got: Result<u8, String> = run(Duration::from_secs(10), || panic!("boom")).unwrap();
-        assert_eq!(got, Err("it panicked".to_string()));
-        let e = run::<u8, _>(Duration::from_secs(10), || {
+        let e = run::<u8, String, _>(Duration::from_secs(10), || panic!("boom")).unwrap_err();
+        assert_eq!(e, BoundedError::Panicked);
+        assert_eq!(e.to_string(), "it panicked");
+        let e = run::<u8, String, _>(Duration::from_secs(10), || {
             // SAFETY: ends the child process at once, as a crash would.
             unsafe { libc::_exit(3) }
         })
         .unwrap_err();
         assert!(matches!(e, BoundedError::NoAnswer(ref why) if why.contains("exit status 3")), "{e:?}");
         // A crash, whatever handler the parent had for it: the child dies of the signal.
-        let e = run::<u8, _>(Duration::from_secs(10), || {
+        let e = run::<u8, String, _>(Duration::from_secs(10), || {
             // SAFETY: raises SIGSEGV in the child, as a NULL dereference in a C library would.
             unsafe { libc::raise(libc::SIGSEGV) };
             Ok(0)

@@ -55,13 +55,22 @@ pub const LOCK_NAME: &str = "topology.lock";
 pub const FORMAT: u32 = 4;
 
 /// A topology as the JSON this file and the discovery library (`discover/`) carry it in.
-pub fn topology_to_json(topology: &Topology) -> Result<String, String> {
-    serde_json::to_string(topology).map_err(|e| format!("cannot write the topology as JSON: {e}"))
+pub fn topology_to_json(topology: &Topology) -> Result<String, JsonError> {
+    serde_json::to_string(topology).map_err(JsonError::Write)
 }
 
 /// The topology [`topology_to_json`] wrote.
-pub fn topology_from_json(json: &str) -> Result<Topology, String> {
-    serde_json::from_str(json).map_err(|e| format!("cannot read the topology's JSON: {e}"))
+pub fn topology_from_json(json: &str) -> Result<Topology, JsonError> {
+    serde_json::from_str(json).map_err(JsonError::Read)
+}
+
+/// Why a topology could not cross between the plugin and its discovery library as JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    #[error("cannot write the topology as JSON: {0}")]
+    Write(#[source] serde_json::Error),
+    #[error("cannot read the topology's JSON: {0}")]
+    Read(#[source] serde_json::Error),
 }
 
 /// The discovery library's file names, looked for in this order in the plugin's own
@@ -73,10 +82,9 @@ pub const DISCOVER_LIBRARY: [&str; 2] = ["map_by_device_discover.so", "libmap_by
 /// it, `map-by-device check` looks for it): the first of [`DISCOVER_LIBRARY`] beside it, which
 /// must be root's and writable only by root in a directory chain that is too (the
 /// [`crate::trusted_fs`] rule), or why there is none to use.
-pub fn discover_library(plugin: &Path) -> Result<PathBuf, String> {
+pub fn discover_library(plugin: &Path) -> Result<PathBuf, LibraryError> {
     let dir = plugin.parent().unwrap_or(Path::new("/"));
-    let untrusted =
-        |name: &str, why: String| format!("will not load the discovery library {}: {why}", dir.join(name).display());
+    let untrusted = |name: &str, why: String| LibraryError::Untrusted { path: dir.join(name), why };
     let trusted = TrustedDir::open(dir).map_err(|e| untrusted(DISCOVER_LIBRARY[0], e.to_string()))?;
     for name in DISCOVER_LIBRARY {
         match trusted.stat(name) {
@@ -90,12 +98,22 @@ pub fn discover_library(plugin: &Path) -> Result<PathBuf, String> {
             Err(e) => return Err(untrusted(name, e.to_string())),
         }
     }
-    Err(format!(
+    Err(LibraryError::Missing { path: dir.join(DISCOVER_LIBRARY[0]) })
+}
+
+/// Why there is no discovery library to load beside the plugin's file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LibraryError {
+    /// `why`: the file's or its directories' problem under the `trusted_fs` rule.
+    #[error("will not load the discovery library {}: {why}", path.display())]
+    Untrusted { path: PathBuf, why: String },
+    #[error(
         "the discovery library {} is missing: install it beside the plugin (the package does; from source, \
          copy target/release/libmap_by_device_discover.so there as {})",
-        dir.join(DISCOVER_LIBRARY[0]).display(),
+        path.display(),
         DISCOVER_LIBRARY[0]
-    ))
+    )]
+    Missing { path: PathBuf },
 }
 
 /// What the plugin and its discovery library (`discover/`) must agree on to pass a
@@ -155,6 +173,55 @@ impl std::fmt::Display for Miss {
     }
 }
 
+/// Why slurmd could not write the topology cache (the steps then discover the node
+/// themselves). Each message says what failed and on what.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("cannot identify the plugin's own file: {0}")]
+    PluginIdentity(#[source] io::Error),
+    #[error("cache_dir: {0}")]
+    CacheDir(#[source] TrustError),
+    /// An entry of the cache directory (the old file, the lock file) could not be handled.
+    #[error(transparent)]
+    Entry(#[from] TrustError),
+    #[error("cannot lock {LOCK_NAME}: {0}")]
+    Lock(#[source] io::Error),
+    #[error("cannot examine {LOCK_NAME}: {0}")]
+    ExamineLock(#[source] io::Error),
+    #[error("cannot read this process's pid and start time in /proc: {0}")]
+    OwnProcess(#[source] io::Error),
+    /// The discovery's own message.
+    #[error("{0}")]
+    Discovery(String),
+    #[error("cannot read the boot id: {0}")]
+    BootId(#[source] io::Error),
+    #[error("cannot serialize the topology: {0}")]
+    Serialize(#[source] serde_json::Error),
+    #[error("cannot write the cache in {}: {source}", dir.display())]
+    File { dir: PathBuf, source: FileError },
+    #[error("the cache file vanished")]
+    Vanished,
+}
+
+/// Why the new cache file could not be written beside the old one, for [`WriteError::File`].
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error(transparent)]
+    Entry(#[from] TrustError),
+    /// `op` (lock, write, chmod) on the temporary file `tmp`.
+    #[error("cannot {op} {tmp}: {source}")]
+    Step { op: &'static str, tmp: String, source: io::Error },
+}
+
+/// Why slurmd could not remove its cache at its shutdown.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoveError {
+    #[error("cannot examine the lock file: {0}")]
+    ExamineLock(#[source] io::Error),
+    #[error(transparent)]
+    Entry(#[from] TrustError),
+}
+
 /// What slurmd keeps while it runs: the cache directory and the locked lock file.
 pub struct Written {
     dir: TrustedDir,
@@ -171,15 +238,15 @@ pub struct Written {
 impl Written {
     /// At slurmd's shutdown: removes the cache and the lock file if they are still the ones
     /// this slurmd wrote. `Ok(true)` when the cache file was removed.
-    pub fn remove(self) -> Result<bool, String> {
+    pub fn remove(self) -> Result<bool, RemoveError> {
         let same = |name: &str, id: (u64, u64)| matches!(self.dir.stat(name), Ok(Some(m)) if (m.dev, m.ino) == id);
-        let lock_meta = self.lock.metadata().map_err(|e| format!("cannot examine the lock file: {e}"))?;
+        let lock_meta = self.lock.metadata().map_err(RemoveError::ExamineLock)?;
         let mut removed = false;
         if same(FILE_NAME, self.file) {
-            removed = self.dir.unlink(FILE_NAME).map_err(|e| e.to_string())?;
+            removed = self.dir.unlink(FILE_NAME)?;
         }
         if same(LOCK_NAME, (lock_meta.dev(), lock_meta.ino())) {
-            self.dir.unlink(LOCK_NAME).map_err(|e| e.to_string())?;
+            self.dir.unlink(LOCK_NAME)?;
         }
         Ok(removed)
     }
@@ -187,25 +254,29 @@ impl Written {
 
 /// slurmd, at its start, as root: (re)writes the cache in `dir` with the topology that
 /// `discover` finds. `plugin` is the writing plugin's [`plugin_identity`].
-pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topology, String>) -> Result<Written, String> {
-    let cache_dir = TrustedDir::open_or_create(dir, 0o755).map_err(|e| format!("cache_dir: {e}"))?;
+pub fn write(
+    dir: &Path,
+    plugin: &str,
+    discover: impl FnOnce() -> Result<Topology, String>,
+) -> Result<Written, WriteError> {
+    let cache_dir = TrustedDir::open_or_create(dir, 0o755).map_err(WriteError::CacheDir)?;
     crate::test_hooks::pause("cache-dir-opened");
     // First remove the old file: if anything below fails, the steps find no cache rather
     // than one from an earlier slurmd.
-    cache_dir.unlink(FILE_NAME).map_err(|e| e.to_string())?;
-    cache_dir.unlink(LOCK_NAME).map_err(|e| e.to_string())?;
-    let lock = cache_dir.create_new(LOCK_NAME, 0o600).map_err(|e| e.to_string())?;
-    flock(&lock, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| format!("cannot lock {LOCK_NAME}: {e}"))?;
-    let lock_meta = lock.metadata().map_err(|e| format!("cannot examine {LOCK_NAME}: {e}"))?;
+    cache_dir.unlink(FILE_NAME)?;
+    cache_dir.unlink(LOCK_NAME)?;
+    let lock = cache_dir.create_new(LOCK_NAME, 0o600)?;
+    flock(&lock, libc::LOCK_EX | libc::LOCK_NB).map_err(WriteError::Lock)?;
+    let lock_meta = lock.metadata().map_err(WriteError::ExamineLock)?;
 
-    let me = own_process().map_err(|e| format!("cannot read this process's pid and start time in /proc: {e}"))?;
+    let me = own_process().map_err(WriteError::OwnProcess)?;
     let start = Instant::now();
-    let topology = discover()?;
+    let topology = discover().map_err(WriteError::Discovery)?;
     let discovery_ms = start.elapsed().as_secs_f64() * 1e3;
     let file = CacheFile {
         format: FORMAT,
         plugin: plugin.to_string(),
-        boot_id: boot_id().map_err(|e| format!("cannot read the boot id: {e}"))?,
+        boot_id: boot_id().map_err(WriteError::BootId)?,
         writer_pid: me.0,
         writer_start: me.1,
         written: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
@@ -213,27 +284,28 @@ pub fn write(dir: &Path, plugin: &str, discover: impl FnOnce() -> Result<Topolog
         lock: format!("{}:{}", lock_meta.dev(), lock_meta.ino()),
         topology,
     };
-    let json = serde_json::to_vec(&file).map_err(|e| format!("cannot serialize the topology: {e}"))?;
+    let json = serde_json::to_vec(&file).map_err(WriteError::Serialize)?;
     let tmp = format!(".{FILE_NAME}.{}.tmp", std::process::id());
     let _ = cache_dir.unlink(&tmp);
-    let written = (|| -> Result<File, String> {
-        let mut f = cache_dir.create_new(&tmp, 0o600).map_err(|e| e.to_string())?;
+    let written = (|| -> Result<File, FileError> {
+        let step = |op, source| FileError::Step { op, tmp: tmp.clone(), source };
+        let mut f = cache_dir.create_new(&tmp, 0o600)?;
         // Locked while it is still 0600: no one else can have opened it, or hold a lock on it.
-        ofd_write_lock(&f).map_err(|e| format!("cannot lock {tmp}: {e}"))?;
-        f.write_all(&json).map_err(|e| format!("cannot write {tmp}: {e}"))?;
+        ofd_write_lock(&f).map_err(|e| step("lock", e))?;
+        f.write_all(&json).map_err(|e| step("write", e))?;
         // Readable by the steps once complete (fchmod: the umask does not apply).
-        f.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot chmod {tmp}: {e}"))?;
-        cache_dir.rename(&tmp, FILE_NAME).map_err(|e| e.to_string())?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| step("chmod", e))?;
+        cache_dir.rename(&tmp, FILE_NAME)?;
         Ok(f)
     })();
     let held = match written {
         Ok(f) => f,
-        Err(e) => {
+        Err(source) => {
             let _ = cache_dir.unlink(&tmp);
-            return Err(format!("cannot write the cache in {}: {e}", dir.display()));
+            return Err(WriteError::File { dir: dir.to_path_buf(), source });
         }
     };
-    let meta = cache_dir.stat(FILE_NAME).map_err(|e| e.to_string())?.ok_or("the cache file vanished")?;
+    let meta = cache_dir.stat(FILE_NAME)?.ok_or(WriteError::Vanished)?;
     let path = dir.join(FILE_NAME);
     let note = format!(
         "cached this node's topology in {} ({} bytes; discovery took {discovery_ms:.1} ms): {} PUs, {} PCI functions",

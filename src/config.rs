@@ -15,7 +15,7 @@
 //! [`Spec::parse`] refuses, relative paths.
 //!
 //! Pure apart from reading the `config=` file: no Slurm, no hwloc, no process environment.
-//! Shared by the SPANK plugin and the CLI (`--plugstack-args`).
+//! Shared by the SPANK plugin and the CLI (`check` reads the plugstack line, or `--config`).
 
 use crate::device::ZeHierarchy;
 use crate::node::NodeOptions;
@@ -129,6 +129,90 @@ const FILE_KEYS: [&str; 10] = [
     "omp",
 ];
 
+/// A config file's keys as serde reads them: only [`FILE_KEYS`] (another is refused), each
+/// value as TOML gave it, for [`Config::from_toml`] to check with its own messages.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileKeys {
+    default: Option<toml::Value>,
+    topology: Option<toml::Value>,
+    proc_root: Option<toml::Value>,
+    sys_root: Option<toml::Value>,
+    ze_hierarchy: Option<toml::Value>,
+    cache_dir: Option<toml::Value>,
+    cache: Option<toml::Value>,
+    require_step_gpus: Option<toml::Value>,
+    discovery_timeout: Option<toml::Value>,
+    omp: Option<toml::Value>,
+}
+
+/// The values of one config file, checked with the messages that name the file and the key.
+struct FileValues<'a> {
+    path: &'a Path,
+    /// `config file "PATH"`, for the messages shared with the plugstack arguments.
+    origin: String,
+}
+
+impl FileValues<'_> {
+    fn wrong_type(&self, key: &'static str, expected: &'static str, v: &toml::Value) -> ConfigError {
+        let found = format!("{} {v}", v.type_str());
+        ConfigError::WrongType { path: self.path.to_path_buf(), key, expected, found }
+    }
+
+    /// `true` or `false`.
+    fn flag(&self, key: &'static str, value: Option<toml::Value>) -> Result<Option<bool>, ConfigError> {
+        value.map(|v| v.as_bool().ok_or_else(|| self.wrong_type(key, "true or false", &v))).transpose()
+    }
+
+    /// A string (a spec, a model's name, a path).
+    fn string(&self, key: &'static str, value: Option<toml::Value>) -> Result<Option<String>, ConfigError> {
+        let expected = if key == "default" || key == "ze_hierarchy" { "a string" } else { "a string (a path)" };
+        value
+            .map(|v| match v {
+                toml::Value::String(text) => Ok(text),
+                v => Err(self.wrong_type(key, expected, &v)),
+            })
+            .transpose()
+    }
+
+    /// An absolute path (`example` in the fix).
+    fn path(
+        &self,
+        key: &'static str,
+        value: Option<toml::Value>,
+        example: &'static str,
+    ) -> Result<Option<PathBuf>, ConfigError> {
+        self.string(key, value)?.map(|text| absolute(key, text.into(), &self.origin, example)).transpose()
+    }
+
+    /// `discovery_timeout`: whole seconds from 1 to 3600.
+    fn timeout(&self, value: Option<toml::Value>) -> Result<Option<u32>, ConfigError> {
+        value
+            .map(|v| {
+                let bad = || ConfigError::BadTimeout { path: self.path.to_path_buf(), value: v.to_string() };
+                let n = v.as_integer().ok_or_else(bad)?;
+                u32::try_from(n).ok().filter(|n| (1..=3600).contains(n)).ok_or_else(bad)
+            })
+            .transpose()
+    }
+
+    /// `ze_hierarchy`: FLAT, COMPOSITE or COMBINED.
+    fn ze_hierarchy(&self, value: Option<toml::Value>) -> Result<Option<ZeHierarchy>, ConfigError> {
+        self.string("ze_hierarchy", value)?
+            .map(|text| {
+                ZeHierarchy::parse(&text)
+                    .ok_or(ConfigError::BadZeHierarchy { path: self.path.to_path_buf(), value: text })
+            })
+            .transpose()
+    }
+}
+
+/// The key serde's `deny_unknown_fields` refused (``unknown field `KEY`, expected ...``).
+fn unknown_field(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.rsplit_once("`, expected").map(|(key, _)| key.to_string())
+}
+
 /// The largest config file read (real ones are a few hundred bytes).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -232,71 +316,44 @@ impl Config {
         Config::from_toml(&String::from_utf8_lossy(&bytes), path)
     }
 
-    /// Parses a config file's text; `path` is only used in messages.
+    /// Parses a config file's text; `path` is only used in messages. serde reads the keys
+    /// ([`FileKeys`]: an unknown one is refused), then each value is checked here, in the
+    /// keys' alphabetical order, with the message that names the key and the fix.
     pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Toml {
-            path: path.to_path_buf(),
-            line: e.span().map_or(0, |s| text[..s.start.min(text.len())].matches('\n').count() + 1),
-            message: e.message().replace('\n', " "),
+        let keys: FileKeys = toml::from_str(text).map_err(|e| match unknown_field(e.message()) {
+            Some(key) => ConfigError::UnknownKey { path: path.to_path_buf(), key, expected: FILE_KEYS.join(", ") },
+            None => ConfigError::Toml {
+                path: path.to_path_buf(),
+                line: e.span().map_or(0, |s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+                message: e.message().replace('\n', " "),
+            },
         })?;
-        let origin = format!("config file {path:?}");
-        let mut config = Config::default();
-        for (key, value) in &table {
-            let Some(&key) = FILE_KEYS.iter().find(|k| **k == key.as_str()) else {
-                return Err(ConfigError::UnknownKey {
-                    path: path.to_path_buf(),
-                    key: key.clone(),
-                    expected: FILE_KEYS.join(", "),
-                });
-            };
-            if key == "discovery_timeout" {
-                let bad = || ConfigError::BadTimeout { path: path.to_path_buf(), value: value.to_string() };
-                let n = value.as_integer().ok_or_else(bad)?;
-                config.discovery_timeout =
-                    Some(u32::try_from(n).ok().filter(|n| (1..=3600).contains(n)).ok_or_else(bad)?);
-                continue;
-            }
-            if key == "cache" || key == "require_step_gpus" || key == "omp" {
-                let flag = value.as_bool().ok_or_else(|| ConfigError::WrongType {
-                    path: path.to_path_buf(),
-                    key,
-                    expected: "true or false",
-                    found: format!("{} {value}", value.type_str()),
-                })?;
-                let slot = match key {
-                    "cache" => &mut config.cache,
-                    "omp" => &mut config.omp,
-                    _ => &mut config.require_step_gpus,
-                };
-                *slot = Some(flag);
-                continue;
-            }
-            let Some(text) = value.as_str() else {
-                let expected = if key == "default" || key == "ze_hierarchy" { "a string" } else { "a string (a path)" };
-                return Err(ConfigError::WrongType {
-                    path: path.to_path_buf(),
-                    key,
-                    expected,
-                    found: format!("{} {value}", value.type_str()),
-                });
-            };
-            let text = text.to_string();
-            match key {
-                "default" => config.default = Some(checked_default(text, &origin)?),
-                "topology" => config.topology = Some(absolute(key, text.into(), &origin, "/etc/slurm/topology.xml")?),
-                "proc_root" => config.proc_root = Some(absolute(key, text.into(), &origin, "/proc")?),
-                "sys_root" => config.sys_root = Some(absolute(key, text.into(), &origin, "/sys")?),
-                "cache_dir" => config.cache_dir = Some(absolute(key, text.into(), &origin, DEFAULT_CACHE_DIR)?),
-                _ => {
-                    config.ze_hierarchy =
-                        Some(ZeHierarchy::parse(&text).ok_or_else(|| ConfigError::BadZeHierarchy {
-                            path: path.to_path_buf(),
-                            value: text.clone(),
-                        })?)
-                }
-            }
-        }
-        Ok(config)
+        let file = FileValues { path, origin: format!("config file {path:?}") };
+        // In the keys' alphabetical order: of several bad values, the first so named is the one
+        // reported (an unknown key is refused before any, by serde).
+        let cache = file.flag("cache", keys.cache)?;
+        let cache_dir = file.path("cache_dir", keys.cache_dir, DEFAULT_CACHE_DIR)?;
+        let default =
+            file.string("default", keys.default)?.map(|text| checked_default(text, &file.origin)).transpose()?;
+        let discovery_timeout = file.timeout(keys.discovery_timeout)?;
+        let omp = file.flag("omp", keys.omp)?;
+        let proc_root = file.path("proc_root", keys.proc_root, "/proc")?;
+        let require_step_gpus = file.flag("require_step_gpus", keys.require_step_gpus)?;
+        let sys_root = file.path("sys_root", keys.sys_root, "/sys")?;
+        let topology = file.path("topology", keys.topology, "/etc/slurm/topology.xml")?;
+        let ze_hierarchy = file.ze_hierarchy(keys.ze_hierarchy)?;
+        Ok(Config {
+            default,
+            topology,
+            proc_root,
+            sys_root,
+            ze_hierarchy,
+            cache_dir,
+            cache,
+            require_step_gpus,
+            discovery_timeout,
+            omp,
+        })
     }
 
     /// The directory of the per-node topology cache, or `None` when there is none: with

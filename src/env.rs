@@ -107,13 +107,6 @@ fn valid_ze_mask(v: &str) -> bool {
     each(v, |i| !i.is_empty() && i.split('.').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
 }
 
-/// A printable excerpt of an untrusted value, for messages (control characters escaped).
-pub fn shown(value: &str) -> String {
-    let head: String = value.chars().take(80).collect();
-    let more = if head.len() < value.len() { "..." } else { "" };
-    format!("{:?}{more}", head)
-}
-
 /// What a row sees: the task's devices, the node's adapters for NCCL, the task's environment
 /// (the rules read `ZE_FLAT_DEVICE_HIERARCHY`), and the Level Zero model in force where the
 /// topology was discovered.
@@ -497,7 +490,7 @@ pub fn task_env(devs: &[&Device], inputs: &Inputs) -> Result<(BTreeMap<String, S
         warnings.extend(warning);
         if let Some(v) = value {
             if !(var.valid)(&v) {
-                return Err(InvalidValue { variable: var.name, shown: shown(&v) });
+                return Err(InvalidValue { variable: var.name, shown: crate::text::quoted(&v) });
             }
             out.insert(var.name.to_string(), v);
         }
@@ -552,7 +545,5 @@ mod tests {
         assert!(valid_pmix("ipv4://00:11:22:33:44:55,blk://nvme0n1"));
         assert!(!valid_pmix("gpu://node\u{1b}[2J::nvml0") && !valid_pmix("http://x") && !valid_pmix("gpu://"));
         assert!(valid_ze_mask("0,1.2") && !valid_ze_mask("0,,1") && !valid_ze_mask("a"));
-        assert_eq!(shown("a\nb"), "\"a\\nb\"");
-        assert!(shown(&"x".repeat(500)).ends_with("\"..."));
     }
 }

@@ -60,9 +60,13 @@ use std::time::Duration;
 
 /// Why a topology could not be loaded. Each message is one line: what failed, on which
 /// input, and what to do about it.
-#[derive(Debug, thiserror::Error)]
+///
+/// The errors a discovery child can send back cross its pipe as JSON ([`crate::bounded`]); the
+/// two that hold an I/O error are the parent's own and never do.
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum LoadError {
     #[error("cannot read topology XML {}: {source} (check the file's path)", path.display())]
+    #[serde(skip)]
     Read { path: PathBuf, source: std::io::Error },
 
     #[error(
@@ -102,6 +106,7 @@ pub enum LoadError {
     XmlCrashed { input: String, why: String },
 
     #[error("cannot use topology={}: {source}", path.display())]
+    #[serde(skip)]
     Untrusted { path: PathBuf, source: crate::trusted_fs::TrustError },
 
     #[error(
@@ -197,13 +202,9 @@ pub fn live(timeout: Duration) -> Result<Topology, LoadError> {
         if let Some(p) = pause {
             p.wait();
         }
-        live_here().map_err(|e| e.to_string())
+        live_here()
     };
-    match crate::bounded::run(timeout, discover) {
-        Ok(Ok(topology)) => Ok(topology),
-        Ok(Err(message)) => Err(LoadError::Discovery { message }),
-        Err(e) => Err(LoadError::Bounded { source: e }),
-    }
+    bounded_discovery(crate::bounded::run(timeout, discover))
 }
 
 /// The discovery itself, in the calling process (the child of [`live`]).
@@ -237,9 +238,16 @@ fn discover_here<T>(then: impl FnOnce(&hwlocality::Topology) -> Result<T, LoadEr
 pub fn live_backends(timeout: Duration) -> Result<Vec<String>, LoadError> {
     check_environment()?;
     let _hwloc = hwloc_lock();
-    match crate::bounded::run(timeout, || discover_here(|t| Ok(backends_ran(t))).map_err(|e| e.to_string())) {
-        Ok(Ok(backends)) => Ok(backends),
-        Ok(Err(message)) => Err(LoadError::Discovery { message }),
+    bounded_discovery(crate::bounded::run(timeout, || discover_here(|t| Ok(backends_ran(t)))))
+}
+
+/// What a bounded discovery's child answered, as [`live`] reports it: its refusal (or a panic
+/// outside hwloc's guard) said as a failed discovery, a child that gave no answer as such.
+fn bounded_discovery<T>(answer: Result<Result<T, LoadError>, crate::bounded::BoundedError>) -> Result<T, LoadError> {
+    match answer {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(e)) => Err(LoadError::Discovery { message: e.to_string() }),
+        Err(e @ crate::bounded::BoundedError::Panicked) => Err(LoadError::Discovery { message: e.to_string() }),
         Err(e) => Err(LoadError::Bounded { source: e }),
     }
 }
@@ -379,40 +387,15 @@ fn load_xml(xml: &str, input: String) -> Result<Topology, LoadError> {
 /// How long an XML import may take in its child (a 200 kB export takes a few ms).
 const XML_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// What the child of [`load_xml_isolated`] sends back: the topology, or the error as the
-/// variant it was.
-#[derive(serde::Serialize, serde::Deserialize)]
-enum Imported {
-    Loaded(Topology),
-    V3(String),
-    Rejected(String),
-    Hwloc { step: String, detail: String },
-    Panicked(String),
-}
-
 /// [`load_xml`] in a child process ([`crate::bounded`]). hwloc 2.9's XML import dereferences
 /// NULL on some damaged files (an object without `complete_cpuset` crashes it, and
 /// `lstopo -i` alike; found by `fuzz/fuzz_targets/xml_load.rs`): in slurmd or slurmstepd that
 /// would be a crashed daemon, here it is a [`LoadError::XmlCrashed`] that names the file.
 fn load_xml_isolated(xml: &str, input: String) -> Result<Topology, LoadError> {
-    let child = || {
-        Ok(match load_xml(xml, input.clone()) {
-            Ok(t) => Imported::Loaded(t),
-            Err(LoadError::XmlV3 { format, .. }) => Imported::V3(format),
-            Err(LoadError::XmlRejected { detail, .. }) => Imported::Rejected(detail),
-            Err(LoadError::Hwloc { step, detail, .. }) => Imported::Hwloc { step, detail },
-            Err(LoadError::Panicked { message, .. }) => Imported::Panicked(message),
-            Err(e) => Imported::Panicked(e.to_string()),
-        })
-    };
     let _hwloc = hwloc_lock();
-    match crate::bounded::run(XML_TIMEOUT, child) {
-        Ok(Ok(Imported::Loaded(t))) => Ok(t),
-        Ok(Ok(Imported::V3(format))) => Err(LoadError::XmlV3 { input, format }),
-        Ok(Ok(Imported::Rejected(detail))) => Err(LoadError::XmlRejected { input, detail }),
-        Ok(Ok(Imported::Hwloc { step, detail })) => Err(LoadError::Hwloc { input, step, detail }),
-        Ok(Ok(Imported::Panicked(message))) => Err(LoadError::Panicked { input, message }),
-        Ok(Err(why)) => Err(LoadError::XmlCrashed { input, why }),
+    match crate::bounded::run(XML_TIMEOUT, || load_xml(xml, input.clone())) {
+        // The refusals load_xml makes (XmlV3, XmlRejected, Hwloc, Panicked), as they were.
+        Ok(result) => result,
         Err(e) => Err(LoadError::XmlCrashed { input, why: e.to_string() }),
     }
 }

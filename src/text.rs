@@ -1,7 +1,8 @@
 //! Untrusted text (names from topology and driver files, a user's option value) made safe
 //! for one-line messages, reports and logs: one rule for every place that shows such text.
 
-/// `text` with every character outside printable ASCII escaped (`\n`, `\u{1b}`).
+/// `text` by the one escaping rule of every message: printable ASCII as it is, every other
+/// character as Rust escapes it (`\n`, `\u{1b}`, `\u{e9}`).
 pub fn printable(text: &str) -> String {
     if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         return text.to_string();
@@ -9,8 +10,26 @@ pub fn printable(text: &str) -> String {
     text.chars().flat_map(|c| if (' '..='~').contains(&c) { vec![c] } else { c.escape_default().collect() }).collect()
 }
 
+/// `text` between double quotes by the rule of [`printable`], its `"` and `\` escaped too.
+fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.extend(c.escape_default()),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Untrusted text quoted in a one-line message: as it is when it is short printable ASCII,
-/// otherwise its start, escaped, and its length (a megabyte-long option value is not echoed
+/// otherwise its start, [`quote`]d, and its length (a megabyte-long option value is not echoed
 /// back, nor a newline in it).
 pub fn excerpt(text: &str) -> String {
     const MAX: usize = 120;
@@ -19,7 +38,15 @@ pub fn excerpt(text: &str) -> String {
     }
     let head: String = text.chars().take(MAX / 2).collect();
     let more = if head.len() < text.len() { format!("... ({} bytes)", text.len()) } else { String::new() };
-    format!("{:?}{more}", head)
+    format!("{}{more}", quote(&head))
+}
+
+/// Untrusted text always between quotes in a message (a variable's value, a device's name):
+/// its first 80 characters, [`quote`]d, then `...` when there is more.
+pub fn quoted(text: &str) -> String {
+    let head: String = text.chars().take(80).collect();
+    let more = if head.len() < text.len() { "..." } else { "" };
+    format!("{}{more}", quote(&head))
 }
 
 /// The longest line the plugin hands Slurm's log (bytes, before the `map-by-device: ` prefix).
@@ -56,7 +83,14 @@ mod tests {
         assert_eq!(excerpt("gpu\nverbose"), "\"gpu\\nverbose\"");
         let long = excerpt(&"x".repeat(1 << 20));
         assert!(long.ends_with("... (1048576 bytes)") && long.len() < 100, "{long}");
-        assert_eq!(excerpt(&"é".repeat(10)), format!("{:?}", "é".repeat(10)));
+        assert_eq!(excerpt(&"é".repeat(2)), "\"\\u{e9}\\u{e9}\"");
+    }
+
+    #[test]
+    fn quoted_text_is_always_quoted_and_cut() {
+        assert_eq!(quoted("0,1"), "\"0,1\"");
+        assert_eq!(quoted("a\nb\"c\\"), "\"a\\nb\\\"c\\\\\"");
+        assert!(quoted(&"x".repeat(500)).ends_with("\"..."));
     }
 
     #[test]

@@ -372,66 +372,36 @@ fn every_config_key_is_documented() {
     }
 }
 
-/// The source files under `dir` (relative to it), recursively.
-fn rust_files(dir: &Path, rel: &str, out: &mut Vec<String>) {
-    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let e = e.unwrap();
-        let name = e.file_name().to_string_lossy().into_owned();
-        let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
-        if e.file_type().unwrap().is_dir() {
-            rust_files(&e.path(), &path, out);
-        } else if name.ends_with(".rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The file names one code-map section mentions, as paths relative to its crate's `src/`:
-/// each bullet's first name, and the bare `x.rs` names of a bullet about a directory `d/`
-/// as `d/x.rs`.
-fn code_map_names(section: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for bullet in section.split("\n- ").skip(1) {
-        let names: Vec<&str> = bullet
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .filter(|n| (n.ends_with(".rs") || n.ends_with('/')) && !n.contains(' ') && !n.starts_with('/'))
-            .collect();
-        let dir = names.first().filter(|n| n.ends_with('/')).copied();
-        for n in names {
-            match dir {
-                Some(d) if !n.contains('/') => out.push(format!("{d}{n}")),
-                _ => out.push(n.to_string()),
-            }
-        }
-    }
-    out
-}
-
+/// The code map names every module of each crate by its path (a file `src/x.rs` or a folder
+/// `src/x/` at the top of the crate's sources) and names no path that does not exist: a map of
+/// what rarely changes, not of every file (each module's own `//!` says the rest).
 #[test]
-fn the_code_map_names_every_source_file_and_nothing_else() {
+fn the_code_map_names_every_module_and_nothing_else() {
     let doc = read("docs/ARCHITECTURE.md");
-    let map = doc.split("## Code map").nth(1).and_then(|s| s.split("### Around the code").next()).unwrap();
-    let engine = map.split("### `spank/`").next().unwrap();
-    let plugin = map.split("### `spank/`").nth(1).unwrap().split("### `discover/`").next().unwrap();
-    let library = map.split("### `discover/`").nth(1).unwrap();
-    for (section, crate_dir) in [(engine, "src"), (plugin, "spank/src"), (library, "discover/src")] {
-        let named = code_map_names(section);
-        let mut files = Vec::new();
-        rust_files(&root().join(crate_dir), "", &mut files);
-        for f in &files {
-            let dir_module = f.strip_suffix("mod.rs").filter(|d| named.iter().any(|n| n == d));
+    let map = doc.split("## Code map").nth(1).and_then(|s| s.split("\n## ").next()).unwrap();
+    let named: Vec<&str> = map.split('`').skip(1).step_by(2).collect();
+    for crate_dir in ["src", "spank/src", "discover/src"] {
+        for e in std::fs::read_dir(root().join(crate_dir)).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = match e.file_type().unwrap().is_dir() {
+                true => format!("{crate_dir}/{name}/"),
+                false if name.ends_with(".rs") && name != "lib.rs" => format!("{crate_dir}/{name}"),
+                false => continue,
+            };
+            // A module in a file and a folder (`report.rs` and `report/`) may be named once; a
+            // folder of targets (`bin/`) by what it holds.
+            let file_too = path.strip_suffix('/').map(|p| format!("{p}.rs"));
             assert!(
-                named.contains(f) || dir_module.is_some(),
-                "{crate_dir}/{f} is not in docs/ARCHITECTURE.md's code map: add it"
+                named.iter().any(|n| n.starts_with(&path)) || file_too.is_some_and(|f| named.contains(&f.as_str())),
+                "{path} is not in docs/ARCHITECTURE.md's code map: add it"
             );
         }
-        for n in &named {
-            let exists =
-                [crate_dir, crate_dir.trim_end_matches("/src")].iter().any(|d| root().join(d).join(n).exists());
-            assert!(exists, "docs/ARCHITECTURE.md's code map names {n}, which is not in {crate_dir}: fix the map");
-        }
+    }
+    for n in named.iter().filter(|n| n.contains('/') && !n.contains(' ') && (n.ends_with(".rs") || n.ends_with('/'))) {
+        // Paths from the repository's root; the floors line's `bin/` is the engine crate's.
+        let exists = root().join(n).exists() || root().join("src").join(n).exists();
+        assert!(exists, "docs/ARCHITECTURE.md's code map names {n}, which does not exist: fix the map");
     }
 }
 

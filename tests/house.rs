@@ -1,12 +1,14 @@
 //! The house rules a reviewer would otherwise check by hand, read from the sources:
 //!
-//! - no function outside tests is longer than [`MAX_FUNCTION_LINES`] lines (`src/`,
-//!   `spank/src/`, `discover/src/`, `spank/build.rs`): a reader holds one on a screen;
 //! - the modules of each crate import one another one way: the graph of `crate::` references
 //!   between the engine's modules (and `map_by_device::` ones, in case a module names its own
 //!   crate so) has no cycle, nor the plugin crate's (`crate::` paths, and lib.rs's own uses of
 //!   its modules);
-//! - `docs/ARCHITECTURE.md`'s floors line names every module of the engine.
+//! - no step of `plan/` imports from `plan/mod.rs`, which sequences them: what they share
+//!   lives below them (`plan/types.rs`);
+//! - `docs/ARCHITECTURE.md`'s floors line names every module of the engine, in import order.
+//!
+//! (No function over 80 lines outside tests is clippy's `too_many_lines`, set in clippy.toml.)
 //!
 //! The sources are read as text: comments, string and character literals and `#[cfg(test)]`
 //! items are blanked first (newlines kept, so line numbers stay true), then braces are matched.
@@ -15,9 +17,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// The project's limit (its guide: "No function over 80 lines outside tests").
-const MAX_FUNCTION_LINES: usize = 80;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -175,44 +174,6 @@ fn code(path: &Path) -> String {
     blank_test_items(&blank_literals(&src))
 }
 
-/// Every function with a body in `text`: its name, first line (1-based) and length in lines
-/// (from the `fn` line to the closing brace's, both included).
-fn functions(text: &str) -> Vec<(String, usize, usize)> {
-    let c: Vec<char> = text.chars().collect();
-    let line_of = |k: usize| c[..k].iter().filter(|&&ch| ch == '\n').count() + 1;
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i + 3 < c.len() {
-        let starts_fn = c[i..].starts_with(&['f', 'n']) && c[i + 2].is_whitespace() && (i == 0 || !is_ident(c[i - 1]));
-        if !starts_fn {
-            i += 1;
-            continue;
-        }
-        let name_at = (i + 2..c.len()).find(|&k| !c[k].is_whitespace()).unwrap_or(c.len());
-        let name: String = c[name_at..].iter().take_while(|&&ch| is_ident(ch)).collect();
-        let body = (name_at..c.len()).find(|&k| c[k] == '{' || c[k] == ';');
-        match body {
-            Some(open) if !name.is_empty() && c[open] == '{' => {
-                let close = closing(&c, open);
-                out.push((name, line_of(i), line_of(close) - line_of(i) + 1));
-            }
-            _ => {}
-        }
-        i = name_at.max(i + 1);
-    }
-    out
-}
-
-/// The files the length rule covers.
-fn checked_files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
-    rust_files(&root().join("spank/src"), &mut files);
-    rust_files(&root().join("discover/src"), &mut files);
-    files.push(root().join("spank/build.rs"));
-    files
-}
-
 #[test]
 fn the_reader_sees_through_literals_and_test_items() {
     let src = r####"
@@ -234,29 +195,10 @@ fn after() {
 "####;
     let text = blank_test_items(&blank_literals(src));
     assert_eq!(text.lines().count(), src.lines().count(), "lines are kept");
-    let found = functions(&text);
-    assert_eq!(found, vec![("short".to_string(), 2, 7), ("after".to_string(), 14, 3)], "{text}");
-}
-
-#[test]
-fn no_function_outside_tests_exceeds_80_lines() {
-    let mut long = Vec::new();
-    let mut count = 0;
-    for path in checked_files() {
-        for (name, line, len) in functions(&code(&path)) {
-            count += 1;
-            if len > MAX_FUNCTION_LINES {
-                let rel = path.strip_prefix(root()).unwrap_or(&path).display().to_string();
-                long.push(format!("{rel}:{line} {name}: {len} lines"));
-            }
-        }
+    for gone in ["fake", "quoted", "commented", "in_tests", "nested"] {
+        assert!(!text.contains(gone), "{gone} is still in:\n{text}");
     }
-    assert!(count > 300, "only {count} functions found: the reader is broken");
-    assert!(
-        long.is_empty(),
-        "functions over {MAX_FUNCTION_LINES} lines (split them into named steps):\n{}",
-        long.join("\n")
-    );
+    assert!(text.contains("fn short()") && text.contains("fn after()") && text.contains("'static"), "{text}");
 }
 
 /// A crate's modules and which others each one names: `crate::m` (and `NAME::m` for the
@@ -399,6 +341,33 @@ fn the_architecture_floors_name_every_engine_module() {
         for to in tos {
             let t = floor_of.get(to).copied().unwrap_or(usize::MAX);
             assert!(t < f, "{from} (floor {f}) imports {to} (floor {t}): fix docs/ARCHITECTURE.md's floors line");
+        }
+    }
+}
+
+/// The steps of `plan/` take the previous one's output and share the plan's types; none
+/// imports from `mod.rs` (`super::Item`), which sequences them: only siblings (`super::m::`).
+#[test]
+fn no_step_of_the_plan_imports_its_sequence() {
+    let dir = root().join("src/plan");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let siblings: BTreeSet<String> =
+        files.iter().filter_map(|f| Some(f.file_stem()?.to_str()?.to_string())).filter(|m| m != "mod").collect();
+    assert!(siblings.len() >= 5, "{siblings:?}");
+    for path in files.iter().filter(|f| !f.ends_with("mod.rs")) {
+        let text = code(path);
+        for part in text.split("super::").skip(1) {
+            // `super::m::X`, or each path of `super::{m::X, n::Y}`.
+            let group = part.strip_prefix('{').map(|g| g.split('}').next().unwrap_or(""));
+            for item in group.map_or(vec![part], |g| g.split(',').collect()) {
+                let name: String = item.trim_start().chars().take_while(|&ch| is_ident(ch)).collect();
+                assert!(
+                    siblings.contains(&name),
+                    "{} imports super::{name} from plan/mod.rs: move what the steps share into plan/types.rs",
+                    path.display()
+                );
+            }
         }
     }
 }

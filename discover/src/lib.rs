@@ -58,13 +58,15 @@ pub unsafe extern "C" fn mbd_discover(
         )
     };
     quiet_panics();
-    let result = catch_unwind(AssertUnwindSafe(|| discover(interface.as_deref(), xml_path.as_deref(), timeout_ms)))
-        .unwrap_or_else(|panic| {
-            Err(format!(
-                "internal error in the discovery library: {} (please report this bug)",
-                map_by_device::panics::text(panic.as_ref())
-            ))
-        });
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        discover(interface.as_deref(), xml_path.as_deref(), timeout_ms).map_err(|e| e.to_string())
+    }))
+    .unwrap_or_else(|panic| {
+        Err(map_by_device::panics::internal_error(
+            "in the discovery library",
+            &map_by_device::panics::text(panic.as_ref()),
+        ))
+    });
     let (code, text) = match result {
         Ok(json) => (OK, json),
         Err(message) => (FAILED, message),
@@ -89,20 +91,27 @@ pub unsafe extern "C" fn mbd_discover_free(s: *mut c_char) {
     }
 }
 
-fn discover(interface: Option<&str>, xml_path: Option<&str>, timeout_ms: u64) -> Result<String, String> {
+/// Why [`mbd_discover`] gives no topology: its one-line message, handed to the plugin.
+#[derive(Debug, thiserror::Error)]
+enum DiscoverError {
+    #[error("the discovery library is {mine}, the plugin {plugin}: install both from the same build")]
+    Interface { mine: String, plugin: String },
+    #[error(transparent)]
+    Load(#[from] map_by_device::load::LoadError),
+    #[error(transparent)]
+    Json(#[from] map_by_device::cache::JsonError),
+}
+
+fn discover(interface: Option<&str>, xml_path: Option<&str>, timeout_ms: u64) -> Result<String, DiscoverError> {
     let mine = map_by_device::cache::topology_interface();
     if interface != Some(mine.as_str()) {
-        return Err(format!(
-            "the discovery library is {mine}, the plugin {}: install both from the same build",
-            interface.unwrap_or("unnamed")
-        ));
+        return Err(DiscoverError::Interface { plugin: interface.unwrap_or("unnamed").to_string(), mine });
     }
     let topology = match xml_path {
         Some(path) => map_by_device::load::from_trusted_xml_file(Path::new(path)),
         None => map_by_device::load::live(Duration::from_millis(timeout_ms)),
-    }
-    .map_err(|e| e.to_string())?;
-    map_by_device::cache::topology_to_json(&topology)
+    }?;
+    Ok(map_by_device::cache::topology_to_json(&topology)?)
 }
 
 /// A panic here is reported by [`mbd_discover`] as its error; this library's own copy of the

@@ -3,14 +3,14 @@
 //! loaded from, so that a step accepts only a cache written by the very same build.
 
 use map_by_device::cache;
-pub use map_by_device::cache::{Cached, Miss, Written};
+pub use map_by_device::cache::{Cached, Miss, WriteError, Written};
 use map_by_device::topology::Topology;
 use std::io;
 use std::path::{Path, PathBuf};
 
 /// slurmd, at its start, as root: discovers the node with `discover` and (re)writes the cache.
-pub fn write(dir: &Path, discover: impl FnOnce() -> Result<Topology, String>) -> Result<Written, String> {
-    let me = plugin_identity().map_err(|e| format!("cannot identify the plugin's own file: {e}"))?;
+pub fn write(dir: &Path, discover: impl FnOnce() -> Result<Topology, String>) -> Result<Written, WriteError> {
+    let me = plugin_identity().map_err(WriteError::PluginIdentity)?;
     cache::write(dir, &me, discover)
 }
 

@@ -61,7 +61,7 @@ mod library {
     fn open() -> Result<Library, String> {
         let plugin = crate::cache::plugin_path()
             .map_err(|e| format!("cannot find the discovery library: the plugin's own file is unknown ({e})"))?;
-        let path = map_by_device::cache::discover_library(&plugin)?;
+        let path = map_by_device::cache::discover_library(&plugin).map_err(|e| e.to_string())?;
         let c_path = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| format!("cannot load {}: the path holds a NUL byte", path.display()))?;
         // SAFETY: a NUL-terminated path; RTLD_LOCAL keeps the library's symbols to itself.
@@ -135,7 +135,7 @@ mod library {
         // SAFETY: as above: freed by the library that allocated it, once.
         unsafe { (lib.free)(out) };
         match code {
-            0 => map_by_device::cache::topology_from_json(&text),
+            0 => map_by_device::cache::topology_from_json(&text).map_err(|e| e.to_string()),
             _ => Err(text),
         }
     }

@@ -71,6 +71,12 @@ pub fn panic_report(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// The one-line error that replaces a panic caught at `place` (`in task_init`):
+/// [`map_by_device::panics::internal_error`] with the [`panic_report`].
+pub fn internal_error(place: &str, payload: &(dyn std::any::Any + Send)) -> String {
+    map_by_device::panics::internal_error(place, &panic_report(payload))
+}
+
 /// Logs for the administrator: slurmd.log from slurmstepd/slurmd (never the user's terminal).
 /// Every line goes through `text::log_line`: one printable line of bounded length, whatever
 /// of the job's (its spec, its environment) the message quotes.

@@ -28,6 +28,8 @@ mod end_step;
 mod entry;
 mod het;
 mod option;
+mod probes;
+mod slurmd;
 mod step;
 
 use entry::{admin_log, test_panic};
@@ -195,10 +197,7 @@ fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResu
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Box::new(e)),
-        Err(panic) => Err(Box::new(HookError::Report(format!(
-            "internal error in {hook}: {} (please report this bug)",
-            entry::panic_report(panic.as_ref())
-        )))),
+        Err(panic) => Err(Box::new(HookError::Report(entry::internal_error(&format!("in {hook}"), panic.as_ref())))),
     }
 }
 
@@ -236,7 +235,9 @@ unsafe impl Plugin for MapByDevice {
                 .map_err(|e| format!("plugstack.conf arguments are not UTF-8: {e}"));
             let config = args.and_then(|a| Config::from_plugin_args(&a).map_err(|e| e.to_string()));
             if context == Context::Slurmd {
-                self.slurmd_init(&config);
+                if let Some(written) = slurmd::init(&config, slurm_version::SLURM_VERSION_TEXT) {
+                    self.cache = Some(written);
+                }
             }
             self.config = Some(config);
             Ok(())
@@ -336,7 +337,7 @@ unsafe impl Plugin for MapByDevice {
                 cpus_per_task: spank.step_cpus_per_task().ok().and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1),
                 env: job_env(spank),
                 step_alloc_cores: spank.step_alloc_cores().ok().map(str::to_string),
-                slurm_sets_step_gpus: step::gres_gpu_loaded(),
+                slurm_sets_step_gpus: probes::gres_gpu_loaded(),
             };
             Ok(step::decide(inputs))
         }));
@@ -352,9 +353,7 @@ unsafe impl Plugin for MapByDevice {
                 return Ok(());
             }
             Ok(Err(message)) => message,
-            Err(panic) => {
-                format!("internal error in user_init: {} (please report this bug)", entry::panic_report(panic.as_ref()))
-            }
+            Err(panic) => entry::internal_error("in user_init", panic.as_ref()),
         };
         self.step = Some(match requested {
             Some(origin) => Step::Refused { origin, message: failure },
@@ -390,7 +389,7 @@ unsafe impl Plugin for MapByDevice {
                     }
                     Ok(())
                 }
-                Err(Refusal::SlurmBindsGpus(why)) => Err(once(task, step::gpu_binding_refusal(&planned.spec, &why))),
+                Err(Refusal::SlurmBindsGpus(why)) => Err(once(task, probes::gpu_binding_refusal(&planned.spec, &why))),
                 Err(Refusal::Task(message)) if soft => {
                     admin_log(LogLevel::Debug, &format!("default not applied to task {task}: {message}"));
                     Ok(())
@@ -413,28 +412,7 @@ unsafe impl Plugin for MapByDevice {
     /// slurmd stops: remove the cache it wrote (if the file is still its own). Never fails:
     /// slurmd is stopping either way, and says what went wrong.
     fn slurmd_exit(&mut self, _spank: &mut SpankHandle) -> HookResult {
-        let cache = self.cache.take();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            test_panic("slurmd_exit");
-            let Some(written) = cache else { return };
-            let path = written.path.clone();
-            match written.remove() {
-                Ok(true) => admin_log(LogLevel::Debug, &format!("removed the topology cache {}", path.display())),
-                Ok(false) => {}
-                Err(e) => {
-                    admin_log(LogLevel::Info, &format!("cannot remove the topology cache {}: {e}", path.display()))
-                }
-            }
-        }));
-        if let Err(panic) = outcome {
-            admin_log(
-                LogLevel::Error,
-                &format!(
-                    "internal error in slurmd_exit: {} (please report this bug)",
-                    entry::panic_report(panic.as_ref())
-                ),
-            );
-        }
+        slurmd::exit(self.cache.take());
         Ok(())
     }
 
@@ -460,59 +438,6 @@ unsafe impl Plugin for MapByDevice {
             if let Err(e) = ended {
                 admin_log(LogLevel::Error, &format!("the step's tasks on other nodes were not stopped: {e}"));
             }
-        }
-    }
-}
-
-impl MapByDevice {
-    /// slurmd, at its start: tells the admin about a broken configuration or topology= now
-    /// rather than at the first job, and writes the topology cache.
-    fn slurmd_init(&mut self, config: &Result<Config, String>) {
-        let c = match config {
-            Err(e) => return admin_log(LogLevel::Error, &format!("plugstack.conf: {e}")),
-            Ok(c) => c,
-        };
-        if let Some(path) = &c.topology {
-            if let Err(e) = discover::trusted_xml(path) {
-                admin_log(LogLevel::Error, &format!("every mapped step will fail here: {e}"));
-            }
-        }
-        admin_log(LogLevel::Debug, &format!("built for Slurm {}, settings {c:?}", slurm_version::SLURM_VERSION_TEXT));
-        if let Some(dir) = c.cache_dir() {
-            self.cache = write_cache(&dir, c.discovery_timeout());
-        }
-    }
-}
-
-/// slurmd, at its start: discovers the node and writes the topology cache in `dir`. Never
-/// fails the hook (a failing `init` would stop slurmd): problems are logged, and the steps
-/// then discover the node themselves.
-fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<map_by_device::cache::Written> {
-    // The slurmd context is slurmd's; make sure of it before writing as root.
-    let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
-    if comm.trim() != "slurmd" {
-        admin_log(LogLevel::Info, &format!("not writing the topology cache from process {:?}", comm.trim()));
-        return None;
-    }
-    let discover = || discover::live(timeout);
-    match catch_unwind(AssertUnwindSafe(|| cache::write(dir, discover))) {
-        Ok(Ok(written)) => {
-            admin_log(LogLevel::Info, &written.note);
-            Some(written)
-        }
-        Ok(Err(e)) => {
-            admin_log(LogLevel::Error, &format!("no topology cache, every step will discover the node: {e}"));
-            None
-        }
-        Err(panic) => {
-            admin_log(
-                LogLevel::Error,
-                &format!(
-                    "internal error writing the topology cache: {} (please report this bug)",
-                    entry::panic_report(panic.as_ref())
-                ),
-            );
-            None
         }
     }
 }
@@ -556,7 +481,7 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
     let tp = planned.task_plan(task).map_err(Refusal::Task)?;
     if planned.assigns_gpu(&tp) {
         let now = |name: &str| spank.getenv(name).ok().flatten();
-        if let Some(why) = step::slurm_gpu_binding(&planned.facts.env, planned.facts.ntasks, now) {
+        if let Some(why) = probes::slurm_gpu_binding(&planned.facts.env, planned.facts.ntasks, now) {
             // Slurm's per-task GPUs (--gpus-per-task=N gives task k the step's GPUs kN..kN+N-1)
             // are exactly the plan's (ndev=auto divides them the same way): nothing to refuse.
             if !planned.agrees_with_slurm(&tp, now("SLURM_STEP_GPUS").as_deref()) {

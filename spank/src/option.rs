@@ -95,10 +95,7 @@ extern "C" fn callback(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_
     match kept {
         Ok(()) => 0,
         Err(panic) => {
-            let message = format!(
-                "internal error in the --map-by-device option callback: {} (please report this bug)",
-                crate::entry::panic_report(panic.as_ref())
-            );
+            let message = crate::entry::internal_error("in the --map-by-device option callback", panic.as_ref());
             crate::entry::user_error(&message);
             *FAILURE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message);
             -1

@@ -129,7 +129,7 @@ pub(super) fn devices(node: &Node, problems: &mut Vec<String>, notes: &mut Vec<S
             ) {
                 Ok(found) => found,
                 Err(e) => {
-                    problems.push(format!("device {}: {e}", crate::env::shown(&d.name)));
+                    problems.push(format!("device {}: {e}", crate::text::quoted(&d.name)));
                     Default::default()
                 }
             };

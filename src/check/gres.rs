@@ -9,8 +9,8 @@
 //!
 //! Each file is matched to a GPU by bus id: `/dev/nvidiaN` through the `Device Minor: N` of
 //! the NVIDIA driver's information file (the caller reads those), `/dev/dri/renderDN` and
-//! `/dev/dri/cardN` through hwloc's DRM OS device of that name. Pure: the caller reads
-//! gres.conf and the driver files.
+//! `/dev/dri/cardN` through hwloc's DRM OS device of that name. [`check`] is pure; [`read_input`]
+//! reads gres.conf and the driver files for `map-by-device check`.
 
 use crate::device::{DeviceClass, Vendor};
 use crate::node::Node;
@@ -339,6 +339,36 @@ fn fix(node: &Node, gpus: &[GresGpu], order: &[String]) -> String {
         Some(files) => format!("write the files in PCI bus order, File={}{detector}", files.join(",")),
         None => format!("list every GPU of the node in PCI bus order ({}){detector}", order.join(", ")),
     }
+}
+
+// --- Reading the files: what `map-by-device check` hands the report ---
+
+/// Reads what the gres.conf check looks at: the file at `path`, and the `Device Minor` of each
+/// NVIDIA GPU's driver file under the node's proc root.
+pub fn read_input(path: &std::path::Path, node: &Node) -> std::io::Result<GresInput> {
+    let text = std::fs::read_to_string(path)?;
+    let proc_root = node.options.proc_root.as_deref();
+    let nvidia_minors = node
+        .devices
+        .iter()
+        .filter(|d| d.class == DeviceClass::Gpu && d.vendor == Vendor::Nvidia)
+        .filter_map(|d| Some((d.busid_text(), d.busid?)))
+        .filter_map(|(text, busid)| {
+            let root = proc_root?;
+            let minor = match crate::driver_ids::nvidia_minor(root, busid) {
+                Ok(Some(m)) => Ok(m),
+                Ok(None) => Err(format!("no {}", crate::driver_ids::nvidia_path(root, busid).display())),
+                Err(e) => Err(e.to_string()),
+            };
+            Some((text, minor))
+        })
+        .collect();
+    Ok(GresInput {
+        origin: path.display().to_string(),
+        text,
+        proc_root: proc_root.map(|p| p.display().to_string()),
+        nvidia_minors,
+    })
 }
 
 #[cfg(test)]

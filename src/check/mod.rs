@@ -26,9 +26,10 @@
 //! step discovers the node itself, which is slower but maps the same way; it is reported in
 //! the notes.
 //!
-//! Pure: the caller (the CLI) reads the files, the topology and the cache file's metadata;
-//! this module only reads the values it is handed. [`parse_plugstack`] reads one
-//! `plugstack.conf` text; following its `include` lines is the caller's job.
+//! [`check`] is pure: it reads only the values it is handed ([`CheckInput`]). The reading
+//! that fills them lives beside the part it feeds, for the CLI to call: [`read_plugstack`]
+//! (the plugstack files and their includes), [`node_slurm`] (the node's Slurm release),
+//! [`read_gres`] (gres.conf and the NVIDIA minors), [`probe_cache`] (the topology cache).
 
 mod findings;
 mod gres;
@@ -38,8 +39,12 @@ mod render;
 
 pub use crate::config::CACHE_FILE_NAME;
 pub use findings::partial_steps;
-pub use gres::{GresGpu, GresInput, GresReport};
-pub use plugstack::{is_this_plugin, parse_plugstack, PluginEntry, PlugstackItem, PlugstackLine, Setup};
+pub use gres::{read_input as read_gres, GresGpu, GresInput, GresReport};
+pub use plugstack::{
+    is_this_plugin, parse_plugstack, read_plugstack, slurm_conf, system_plugstack, PluginEntry, PlugstackFindings,
+    PlugstackItem, PlugstackLine, Setup,
+};
+pub use release::{node_slurm, NodeSlurmError, PluginVersionError};
 
 use crate::cpuset::CpuSet;
 use crate::device::DeviceClass;
@@ -64,7 +69,7 @@ pub struct CheckInput<'a> {
     pub cache: Option<CacheProbe>,
     /// The Slurm release of this node, or why it is unknown; `None` when not looked for (no
     /// plugstack line names the plugin).
-    pub slurm: Option<Result<NodeSlurm, String>>,
+    pub slurm: Option<Result<NodeSlurm, NodeSlurmError>>,
     /// The node's gres.conf and its NVIDIA GPUs' minor numbers; `None` when not looked at.
     pub gres: Option<GresInput>,
 }
@@ -233,6 +238,14 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
     report.notes = notes;
     report.text = render::report(&report, input);
     report
+}
+
+/// Reads the topology cache on this machine exactly as a step does, except that the plugin
+/// build is the plugstack.conf entry's file (the steps compare the .so they were loaded from).
+pub fn probe_cache(dir: &std::path::Path, plugin: Option<&std::path::Path>) -> CacheProbe {
+    let identity = plugin.and_then(|p| crate::cache::plugin_identity(p).ok());
+    let outcome = crate::cache::read(dir, identity.as_deref()).map(|c| c.description);
+    CacheProbe { path: dir.join(CACHE_FILE_NAME), outcome }
 }
 
 /// What a [`CacheProbe`] means for the steps. Pure: the caller ran the steps' own reader.

@@ -133,7 +133,7 @@ fn gres(out: &mut String, gres: Option<&GresReport>) {
     let _ = writeln!(out, "  {verdict}");
 }
 
-fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result<NodeSlurm, String>>) {
+fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result<NodeSlurm, super::NodeSlurmError>>) {
     let (entries, origin, config) = match setup {
         Setup::NotExamined => {
             let _ = writeln!(out, "  not examined (give --plugstack FILE or --config FILE to check one)");

@@ -2,7 +2,9 @@
 //! `t` (wrapping only with `shared`), or with `closest` the device nearest the task's
 //! existing binding (seed 004).
 
-use super::{Near, PlanError, StepFacts};
+use super::facts::StepFacts;
+use super::order::Near;
+use super::types::PlanError;
 use crate::cpuset::CpuSet;
 use crate::device::DeviceClass;
 use crate::node::Node;

@@ -4,7 +4,8 @@
 //! the step's CPUs.
 
 use super::assign::common_ancestor;
-use super::{PlanError, StepFacts};
+use super::facts::StepFacts;
+use super::types::PlanError;
 use crate::cpuset::CpuSet;
 use crate::device::Device;
 use crate::spec::{BindLevel, Spec};

@@ -102,7 +102,7 @@ pub fn visible_gpus(
                     "the step's GPUs are MIG instances ({var}={}): map-by-device names whole GPUs, and naming the \
                      parent GPU would hide every MIG instance from CUDA; keep Slurm's assignment with \
                      --map-by-device=none, or map another device class",
-                    crate::env::shown(value)
+                    crate::text::quoted(value)
                 ))
             }
             VisibleDevices::Uuids(ids) => {

@@ -24,7 +24,7 @@
 //! NCCL tells them apart by the GPU's device index (`ncclTopoGetLocalNetType`), which the plan
 //! cannot know: the plan says so.
 
-use super::TaskPlan;
+use super::types::TaskPlan;
 use crate::device::{Device, DeviceClass};
 use crate::node::Node;
 use crate::topology::PciBusId;

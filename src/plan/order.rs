@@ -4,7 +4,8 @@
 //! device elsewhere could not be bound: a partial-node step takes the devices it can reach);
 //! then `interleave`d or `compact`; and the warning when they all share one locality.
 
-use super::{PlanError, StepFacts};
+use super::facts::StepFacts;
+use super::types::PlanError;
 use crate::cpuset::CpuSet;
 use crate::device::{Device, DeviceClass};
 use crate::node::Node;
@@ -141,7 +142,7 @@ pub fn named_device(node: &Node, name: &str) -> Result<usize, PlanError> {
     }
     let known: Vec<&str> = node.devices.iter().map(|d| d.name.as_str()).collect();
     let hint = if name.contains(',') {
-        let rewritten = crate::spec::suggest::shown(&name.replace(',', ":"));
+        let rewritten = crate::text::printable(&name.replace(',', ":"));
         format!("; a comma does not separate qualifiers, write them with ':' ({rewritten})")
     } else {
         crate::spec::suggest::nearest(name, crate::spec::class_words().chain(["none"]))

@@ -19,9 +19,9 @@
 //!   adapter does not depend on its neighbours' steps (two jobs with one GPU each keep to
 //!   their own adapters).
 //! - **Sharing** is expected (two GPUs under one switch with one HCA) and needs no `shared`;
-//!   the plan records which tasks share each adapter ([`super::Paired::holders`]).
+//!   the plan records which tasks share each adapter ([`super::types::Paired::holders`]).
 
-use super::{Paired, PlanError, TaskPlan};
+use super::types::{Paired, PlanError, TaskPlan};
 use crate::device::{Device, DeviceClass};
 use crate::node::Node;
 use crate::spec::{Spec, Target};

@@ -292,7 +292,7 @@ fn qualifier_word(word: &str, value: Option<&str>) -> Result<Qualifier, SpecErro
         SpecError::BadValue { value: given, expected, .. } => {
             let names: Vec<(&str, bool)> = QUALIFIERS.iter().map(|(n, q)| (*n, q.takes_value())).collect();
             let hint = suggest::qualifier(&given, value, &names)
-                .map(|s| format!(" (did you mean {}?)", suggest::shown(&s)))
+                .map(|s| format!(" (did you mean {}?)", crate::text::printable(&s)))
                 .unwrap_or_default();
             SpecError::UnknownQualifier { given, hint, expected }
         }

@@ -54,7 +54,7 @@ pub(super) fn check(text: &str, target: &str) -> Result<(), SpecError> {
     }
     if let Some((word, value)) = target.split_once('=') {
         if word.trim().eq_ignore_ascii_case("device") {
-            let fix = format!("the target comes first and alone: write {}", shown(value.trim()));
+            let fix = format!("the target comes first and alone: write {}", crate::text::printable(value.trim()));
             return Err(SpecError::OpenMpi { given: text.to_string(), fix });
         }
         return Err(SpecError::NotATarget { given: target.to_string(), fix: assignment_fix(word, value) });
@@ -68,17 +68,12 @@ pub(super) fn check(text: &str, target: &str) -> Result<(), SpecError> {
     Ok(())
 }
 
-/// The user's text as a suggestion may carry it: printable ASCII, escaped otherwise.
-fn shown(text: &str) -> String {
-    suggest::shown(text)
-}
-
 /// `text` holds `sep` (`name` in words), which does not separate qualifiers: the refusal,
 /// with the spec written with `:`.
 pub(super) fn separator(text: &str, sep: char, name: &'static str) -> SpecError {
     let parts = text.split(|c: char| c == sep || (sep == ' ' && c.is_whitespace()));
     let fixed = parts.map(str::trim).filter(|p| !p.is_empty()).collect::<Vec<_>>().join(":");
-    SpecError::Separator { given: text.to_string(), separator: name, fixed: shown(&fixed) }
+    SpecError::Separator { given: text.to_string(), separator: name, fixed: crate::text::printable(&fixed) }
 }
 
 /// The separator other than `:` that `text` holds, if any, and its name.
@@ -94,7 +89,10 @@ fn assignment_fix(word: &str, value: &str) -> String {
     let lower = word.trim().to_ascii_lowercase();
     let qualifiers = super::QUALIFIERS.iter().map(|(n, _)| *n);
     match qualifiers.clone().find(|q| *q == lower).or_else(|| suggest::nearest(&lower, qualifiers)) {
-        Some(q) => format!("{q}= is a qualifier, and a spec starts with its target: write gpu:{q}={}", shown(value)),
+        Some(q) => format!(
+            "{q}= is a qualifier, and a spec starts with its target: write gpu:{q}={}",
+            crate::text::printable(value)
+        ),
         None => "a spec starts with its target (gpu, network, block, a device name or none), then :qualifiers".into(),
     }
 }

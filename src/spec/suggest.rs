@@ -76,17 +76,6 @@ pub fn qualifier(word: &str, value: Option<&str>, names: &[(&str, bool)]) -> Opt
     })
 }
 
-/// A suggestion that carries the user's own text (`bind=c\x01ore` from `bild=c\x01ore`), as
-/// it may appear in a one-line message: as it is when printable ASCII, escaped otherwise.
-/// Found by the spec fuzz target: a NUL and control characters reached the message.
-pub fn shown(text: &str) -> String {
-    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        text.to_string()
-    } else {
-        text.escape_default().to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -130,7 +130,7 @@ rounds() {
                 RATIOS[$c.$n]+="$(awk "BEGIN {printf \"%.4f\", ${round[$c]} / ${round[empty]}}") "
             done
             RATIOS[mapping.$n]+="$(awk "BEGIN {printf \"%.4f\", ${round[cache]} / ${round[unused]}}") "
-            DONE[$n]=$((${DONE[$n]:-0} + 1))
+            ROUNDS_DONE[$n]=$((${ROUNDS_DONE[$n]:-0} + 1))
         done
     done
 }
@@ -178,7 +178,7 @@ quiet_enough() {
     e2e_log "load average still $load: measuring anyway"
 }
 
-declare -A DONE=()
+declare -A ROUNDS_DONE=()
 LOADS=()
 e2e_log "running $ROUNDS interleaved rounds of srun -n 8 and $((ROUNDS + ROUNDS1)) of srun -n 1 for: ${CONFIGS[*]}"
 batch
@@ -186,14 +186,14 @@ batch
 # batches, judged on all rounds together (a real cost stays over the bound).
 for extra in 1 2; do
     over_limit || break
-    e2e_log "cache/empty ${RMED[cache.1]}/${RMED[cache.8]}, cache/unused ${RMED[mapping.1]}/${RMED[mapping.8]} (N=1/N=8): over $CACHE_LIMIT after ${DONE[1]}/${DONE[8]} rounds: another batch (batch $((extra + 1)) of 3)"
+    e2e_log "cache/empty ${RMED[cache.1]}/${RMED[cache.8]}, cache/unused ${RMED[mapping.1]}/${RMED[mapping.8]} (N=1/N=8): over $CACHE_LIMIT after ${ROUNDS_DONE[1]}/${ROUNDS_DONE[8]} rounds: another batch (batch $((extra + 1)) of 3)"
     batch
 done
 e2e_log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo
 printf 'srun -n N true, medians of %d interleaved rounds at N=8 and %d at N=1 (Slurm %s, %d CPUs, plugin %s)\n' \
-    "${DONE[8]}" "${DONE[1]}" "$(srun --version | awk '{print $NF}')" "$(nproc)" "$(basename "$E2E_PLUGIN")"
+    "${ROUNDS_DONE[8]}" "${ROUNDS_DONE[1]}" "$(srun --version | awk '{print $NF}')" "$(nproc)" "$(basename "$E2E_PLUGIN")"
 printf '%-10s %12s %8s %10s %8s %12s %8s %10s %8s\n' setting "N=8 median" ratio "added" "rounds" "N=1 median" ratio \
     "added" "rounds"
 for c in "${CONFIGS[@]}"; do
@@ -220,7 +220,7 @@ grep -o 'map-by-device: planned [0-9]* tasks .* in [0-9.]* ms; [^;]*' "$E2E_DIR/
 
 echo
 printf 'bench: ratios to an empty plugstack at N=1/N=8 (median per round, %d/%d rounds, Slurm %s, load %s): trivial plugin %s/%s, unused %s/%s, cache %s/%s, topology= %s/%s; cache to unused %s/%s\n' \
-    "${DONE[1]}" "${DONE[8]}" "$(srun --version | awk '{print $NF}')" "${LOADS[*]}" "${RMED[trivial.1]}" "${RMED[trivial.8]}" \
+    "${ROUNDS_DONE[1]}" "${ROUNDS_DONE[8]}" "$(srun --version | awk '{print $NF}')" "${LOADS[*]}" "${RMED[trivial.1]}" "${RMED[trivial.8]}" \
     "${RMED[unused.1]}" "${RMED[unused.8]}" "${RMED[cache.1]}" "${RMED[cache.8]}" "${RMED[fixture.1]}" \
     "${RMED[fixture.8]}" "${RMED[mapping.1]}" "${RMED[mapping.8]}"
 passed=0 failed=0

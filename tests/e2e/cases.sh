@@ -20,6 +20,7 @@ SKIPS=()
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
 FIX_DRM=$E2E_ROOT/topologies/e2e-2gpu-drm.xml
 FIX_SNC=$HERE/fixtures/e2e-snc-2gpu.xml
+# shellcheck disable=SC2034 # for the suites that source this file
 OPTION_ENV=SLURM_SPANK__SLURM_SPANK_OPTION_map_by_device_map_by_device
 
 # --- Helpers -----------------------------------------------------------------------------
@@ -206,6 +207,7 @@ expand() {
 }
 
 # The fixtures' expected probe lines, and what live discovery finds here.
+# shellcheck disable=SC2034 # its globals are for the suites that source this file
 cases_fixtures() {
     for f in "$FIX" "$FIX_DRM" "$FIX_SNC"; do
         [[ -r $f ]] || abort "fixture $f missing"

@@ -225,6 +225,7 @@ step_side() {
     expect_rc 0 || return 1
     [[ $OUT =~ ^comm=slurmstepd\ hwm=([0-9]+)\ rss=([0-9]+)\ fds=([0-9]+)\ links=(.*)$ ]] ||
         { echo "the task's parent is not a slurmstepd"; show; return 1; }
+    # shellcheck disable=SC2034 # STEP_RSS: measured with the others, for a case to read
     STEP_HWM=${BASH_REMATCH[1]} STEP_RSS=${BASH_REMATCH[2]} STEP_FDS=${BASH_REMATCH[3]} STEP_LINKS=${BASH_REMATCH[4]}
 }
 
@@ -453,8 +454,6 @@ c_load_pid_namespace() {
 }
 
 # --- Cases: hostile job users (as nobody) ------------------------------------------------------
-
-HWLOC_VARS=(HWLOC_XMLFILE HWLOC_COMPONENTS HWLOC_FSROOT HWLOC_THISSYSTEM HWLOC_PLUGINS_PATH)
 
 hostile_setup() {
     load_setup
@@ -725,9 +724,9 @@ spoil() {
     eval "$setup"
     log_mark
     run as_nobody srun --chdir=/tmp -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE"
-    local rc=$RC out=$OUT err=$ERR
+    local rc=$RC saved_out=$OUT err=$ERR
     eval "$undo"
-    RC=$rc OUT=$out ERR=$err
+    RC=$rc OUT=$saved_out ERR=$err
     expect_rc 0 && expect_live 1 || { echo "(after: $setup)"; return 1; }
     log_has "$what" && log_has "discovering the node live" || { echo "(after: $setup)"; return 1; }
     log_mark

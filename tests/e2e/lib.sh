@@ -39,6 +39,7 @@ fi
 # comes with build-essential): UCX's ucx_info reads UCX_NET_DEVICES, numactl shows the task's
 # binding. Not in E2E_PACKAGES, which the demo installs too; scripts/test-all.sh installs them
 # with its own before it takes the machine's lock, run.sh again if missing.
+# shellcheck disable=SC2034 # for the scripts that source this file
 E2E_READER_PACKAGES=(ucx-utils numactl)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()

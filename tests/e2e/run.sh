@@ -386,23 +386,23 @@ c_default_from_config_file() {
 
 c_sbatch() {
     set_plugstack "topology=$FIX"
-    local script=$E2E_DIR/work/batch.sh out=$E2E_DIR/work/batch.out
+    local script=$E2E_DIR/work/batch.sh batch_out=$E2E_DIR/work/batch.out
     cat >"$script" <<EOF
 #!/bin/bash
 #SBATCH --map-by-device=network
 #SBATCH --ntasks=2
-#SBATCH --output=$out
+#SBATCH --output=$batch_out
 echo "script cpus=\$(grep Cpus_allowed_list /proc/self/status | cut -f2) NCCL_IB_HCA=\${NCCL_IB_HCA:--}"
 srun $PROBE | sort
 srun --map-by-device=gpu $PROBE | sort
 EOF
-    rm -f "$out"
+    rm -f "$batch_out"
     run sbatch --wait "$script"
     expect_rc 0 || return 1
     # When the first step's CPUs are not yet released, srun says it waits and then that the
     # step was created ("step creation temporarily disabled" ... "Step created"): Slurm's
     # own progress lines on the batch output, not the plugin's.
-    OUT=$(grep -v -e '^srun: Job [0-9]* step creation temporarily disabled' -e '^srun: Step created for job' "$out")
+    OUT=$(grep -v -e '^srun: Job [0-9]* step creation temporarily disabled' -e '^srun: Step created for job' "$batch_out")
     # The batch script itself is not a task: it is not bound and gets no variables, so
     # nothing leaks into the later steps.
     expect_out "$(

@@ -1,6 +1,8 @@
+# shellcheck shell=bash
 # Sourced by the package tests: `check DESCRIPTION COMMAND...` runs COMMAND, prints
 # "ok   DESCRIPTION" or "FAIL DESCRIPTION", and remembers a failure in $fail; `checks_done`
 # prints the counts in scripts/test-all.sh's convention ("N passed, N failed").
+# shellcheck disable=SC2034 # read by the scripts that source this file
 fail=0
 passed=0
 failed=0
