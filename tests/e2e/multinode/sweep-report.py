@@ -94,53 +94,67 @@ def table(ks, rows):
 
 
 def svg(ks, rows, path, title):
+    """Two panels against K (log scale): the step's time over the empty plugstack's, and what
+    each node spends (the plugin's planning, and the CPU time gpu adds per node)."""
     import math
 
-    w, h = 720, 420
-    left, right, top, bottom = 70, 170, 50, 60
-    pw, ph = w - left - right, h - top - bottom
-    ratios = [rows[k][f"{c}.ratio"] for k in ks for c in ("unused", "gpu", "adapters")]
-    ratios = [r for r in ratios if not math.isnan(r)]
-    lo = min([0.95] + ratios)
-    hi = max([1.25] + ratios)
-    lo, hi = math.floor(lo * 20) / 20, math.ceil(hi * 20) / 20
+    w, left, right = 780, 70, 230
+    pw = w - left - right
     xs = [math.log2(k) for k in ks]
-    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    x0, x1 = min(xs), (max(xs) if max(xs) > min(xs) else min(xs) + 1)
 
     def px(k):
         return left + (math.log2(k) - x0) / (x1 - x0) * pw
 
-    def py(v):
-        return top + (hi - v) / (hi - lo) * ph
-
     e = []
+
+    def panel(top, ph, series, lo, hi, step, fmt, ylabel, ref=None):
+        def py(v):
+            return top + (hi - v) / (hi - lo) * ph
+
+        v = lo
+        while v <= hi + 1e-9:
+            y = py(v)
+            e.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{"#999" if ref is not None and abs(v - ref) < 1e-9 else "#e5e5e5"}"/>')
+            e.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{fmt(v)}</text>')
+            v += step
+        for k in ks:
+            x = px(k)
+            e.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#f0f0f0"/>')
+            e.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{k}</text>')
+        e.append(f'<text x="18" y="{top + ph / 2}" text-anchor="middle" transform="rotate(-90 18 {top + ph / 2})">{ylabel}</text>')
+        for i, (label, color, key) in enumerate(series):
+            pts = [(px(k), py(rows[k][key])) for k in ks if not math.isnan(rows[k][key])]
+            if pts:
+                e.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}"/>')
+                for x, y in pts:
+                    e.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>')
+            ly = top + 10 + 20 * i
+            e.append(f'<line x1="{left + pw + 15}" y1="{ly}" x2="{left + pw + 35}" y2="{ly}" stroke="{color}" stroke-width="2"/>')
+            e.append(f'<text x="{left + pw + 40}" y="{ly + 4}">{label}</text>')
+
+    def span(keys, lo, hi, step):
+        vals = [rows[k][key] for k in ks for key in keys if not math.isnan(rows[k][key])]
+        lo = min([lo] + vals)
+        hi = max([hi] + vals)
+        return math.floor(lo / step) * step, math.ceil(hi / step) * step
+
+    h = 640
     e.append(f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">')
     e.append(f'<rect width="{w}" height="{h}" fill="white"/>')
     e.append(f'<text x="{left}" y="22" font-size="14" font-weight="bold">{title}</text>')
-    e.append(f'<text x="{left}" y="38" fill="#555">median of per-round ratios to an empty plugstack, srun -N K -n 2K true</text>')
-    v = lo
-    while v <= hi + 1e-9:
-        y = py(v)
-        e.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{"#999" if abs(v - 1) < 1e-9 else "#e5e5e5"}"/>')
-        e.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{v:.2f}</text>')
-        v += 0.05
-    for k in ks:
-        x = px(k)
-        e.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#f0f0f0"/>')
-        e.append(f'<text x="{x:.1f}" y="{top + ph + 18}" text-anchor="middle">{k}</text>')
-    e.append(f'<text x="{left + pw / 2}" y="{h - 18}" text-anchor="middle">K (nodes in the step; two tasks per node)</text>')
-    e.append(f'<text x="18" y="{top + ph / 2}" text-anchor="middle" transform="rotate(-90 18 {top + ph / 2})">step time / empty plugstack</text>')
-    colors = {"unused": "#1f77b4", "gpu": "#d62728", "adapters": "#2ca02c"}
-    labels = {"unused": "plugin loaded, unused", "gpu": "--map-by-device=gpu", "adapters": "gpu:adapters"}
-    for i, c in enumerate(("unused", "gpu", "adapters")):
-        pts = [(px(k), py(rows[k][f"{c}.ratio"])) for k in ks if not math.isnan(rows[k][f"{c}.ratio"])]
-        if pts:
-            e.append(f'<polyline fill="none" stroke="{colors[c]}" stroke-width="2" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}"/>')
-            for x, y in pts:
-                e.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colors[c]}"/>')
-        ly = top + 10 + 20 * i
-        e.append(f'<line x1="{left + pw + 15}" y1="{ly}" x2="{left + pw + 35}" y2="{ly}" stroke="{colors[c]}" stroke-width="2"/>')
-        e.append(f'<text x="{left + pw + 40}" y="{ly + 4}">{labels[c]}</text>')
+    e.append(f'<text x="{left}" y="40" fill="#555">step time / empty plugstack (median of per-round ratios), srun -N K -n 2K true</text>')
+    ratio = [("plugin loaded, unused", "#1f77b4", "unused.ratio"), ("--map-by-device=gpu", "#d62728", "gpu.ratio"),
+             ("gpu:adapters", "#2ca02c", "adapters.ratio")]
+    lo, hi = span([s[2] for s in ratio], 0.95, 1.10, 0.05)
+    panel(55, 250, ratio, lo, hi, 0.05, lambda v: f"{v:.2f}", "ratio", ref=1.0)
+    e.append(f'<text x="{left}" y="352" fill="#555">per node and step (ms): the plugin\'s planning in user_init, and the CPU time gpu adds</text>')
+    e.append(f'<text x="{left}" y="368" fill="#555">to slurmd, slurmstepd and the tasks (median of per-round differences, all nodes\' CPU / K)</text>')
+    per_node = [("planning (gpu), median", "#d62728", "gpu.plan"), ("planning (gpu), p90", "#ff9896", "gpu.plan90"),
+                ("node CPU added by gpu", "#9467bd", "gpu.node_add"), ("node CPU added, unused", "#1f77b4", "unused.node_add")]
+    lo, hi = span([s[2] for s in per_node], 0.0, 1.0, 0.5)
+    panel(380, 210, per_node, lo, hi, 0.5, lambda v: f"{v:.1f}", "ms per node", ref=0.0)
+    e.append(f'<text x="{left + pw / 2}" y="{h - 12}" text-anchor="middle">K (nodes in the step; two tasks per node)</text>')
     e.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(e) + "\n")

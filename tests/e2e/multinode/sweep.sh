@@ -21,11 +21,11 @@
 #   plan / node      the plugin's user_init per node (its "planned ... in X ms" debug line in
 #                    each slurmd's log, matched to the step by its job id);
 #   memory           slurmd's resident size per node (idle), and slurmstepd's during a step.
-# Then, at the largest K, one node is made to refuse (its plugin line names a topology without
-# GPUs) under a step of `sleep 30` tasks: the time from its refusal to srun's exit, and to the
-# last slurmstepd's exit, and whether any node is left drained.
+# Then, at K=64 and at the largest K, one node is made to refuse (its plugin line names a
+# topology without GPUs) under a step of `sleep 30` tasks: the time from its refusal to srun's
+# exit, and to the last slurmstepd's exit, and whether any node is left drained.
 #
-#   flock /tmp/mbd-slurm.lock tests/e2e/multinode/sweep.sh                    # K = 1 8 16 32 64 128
+#   flock /tmp/mbd-slurm.lock tests/e2e/multinode/sweep.sh                    # K = 1 8 16 32 64 128, 7 rounds
 #   SWEEP_K="1 8 64" SWEEP_ROUNDS=5 flock /tmp/mbd-slurm.lock tests/e2e/multinode/sweep.sh
 #
 # Writes SWEEP_OUT (default target/sweep/<time>): samples.txt (one line per step), plan.txt
@@ -38,7 +38,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 
 read -ra KS <<<"${SWEEP_K:-1 8 16 32 64 128}"
-ROUNDS=${SWEEP_ROUNDS:-9}
+ROUNDS=${SWEEP_ROUNDS:-7}
 CONFIGS=(empty unused gpu adapters)
 KMAX=$(printf '%s\n' "${KS[@]}" | sort -n | tail -n 1)
 OUTDIR=${SWEEP_OUT:-$E2E_ROOT/target/sweep/$(date +%Y%m%d-%H%M%S)}
@@ -56,7 +56,8 @@ MN_SOURCE=cache
 sweep_cleanup() {
     mn_cleanup
     if [[ -n $CGROUP && -d $CGROUP ]]; then
-        # Its processes are gone with the cluster.
+        # Its processes go with the cluster (the last slurmstepd may take a few seconds).
+        e2e_wait_for "[[ -z \$(cat '$CGROUP/cgroup.procs') ]]" 60
         rmdir "$CGROUP" 2>/dev/null || mn_log "could not remove $CGROUP: $(cat "$CGROUP/cgroup.procs" 2>/dev/null | tr '\n' ' ')"
     fi
 }
@@ -65,11 +66,9 @@ mn_init || exit 1
 trap sweep_cleanup EXIT
 trap 'exit 130' INT TERM
 mn_net_up || exit 1
-mem0=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
 t0=$(date +%s%N)
 mn_cluster_start || { mn_dump_logs; exit 1; }
 start_s=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN {printf "%.1f", (b - a) / 1e9}')
-mem1=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
 
 # Every slurmd (and so every slurmstepd and task it starts) in one cpuacct cgroup: its usage
 # counter is the nodes' CPU time. Slurm itself uses no cgroup here (proctrack/pgid).
@@ -89,6 +88,8 @@ rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 slurmd_rss=$(for node in "${MN_NODES[@]}"; do rss_of "${E2E_PIDS[slurmd-$node]}"; done | sort -n |
     awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
 munged_rss=$(rss_of "${E2E_PIDS[munged-node1]}")
+# Every daemon of the cluster (K slurmd, K + 1 munged, slurmctld), resident, in MiB.
+cluster_rss=$(for name in "${!E2E_PIDS[@]}"; do rss_of "${E2E_PIDS[$name]}"; done | awk '{s += $1} END {printf "%.0f", s / 1024}')
 
 # configure NAME: plugstack files and srun's option (OPT) for one setting. The files are
 # rewritten only when they change (unused, gpu and adapters share them).
@@ -110,8 +111,11 @@ configure() {
 # The job ids are consecutive: each srun below makes one job, and JOB counts them.
 JOB=$(srun -N1 -n1 -w node1 printenv SLURM_JOB_ID) || { mn_dump_logs; exit 1; }
 
+# stepds: the slurmstepd processes still running (an exited one may wait a moment for init to
+# reap it: not counted).
+stepds() { ps -C slurmstepd -o stat= | grep -vc '^Z'; }
 # quiet: no slurmstepd left from the step before (its teardown is not the next step's).
-quiet() { e2e_wait_for "[[ -z \$(pgrep -x slurmstepd) ]]" 30 || mn_log "slurmstepd still running: $(pgrep -x slurmstepd | wc -l)"; }
+quiet() { e2e_wait_for "(( \$(stepds) == 0 ))" 30 || mn_log "slurmstepd still running: $(stepds)"; }
 
 # step K SETTING ROUND: one timed step; a line in samples.txt.
 step() {
@@ -167,33 +171,49 @@ stepd_rss() {
     srun -N "$KMAX" -n $((2 * KMAX)) -w "node[1-$KMAX]" "${OPT[@]}" sleep 5 >/dev/null 2>&1 &
     local srun_pid=$!
     # Every node's slurmstepd started, and its tasks (sleep) forked.
-    e2e_wait_for "(( \$(pgrep -xc slurmstepd) >= $KMAX && \$(pgrep -xc sleep) >= $((2 * KMAX)) ))" 20
+    e2e_wait_for "(( \$(stepds) >= $KMAX && \$(pgrep -xc sleep) >= $((2 * KMAX)) ))" 20
     sleep 0.5
-    for pid in $(pgrep -x slurmstepd); do rss_of "$pid"; done | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
+    for pid in $(ps -C slurmstepd -o pid=,stat= | awk '$2 !~ /^Z/ {print $1}'); do rss_of "$pid"; done | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
     wait "$srun_pid"
 }
+# (In a subshell: configure there must write the files whatever the parent last wrote.)
+PLUGSTACKS=""
 stepd_rss_empty=$(stepd_rss empty)
 stepd_rss_gpu=$(stepd_rss gpu)
 
-# The refusal at the largest K: the last node's plugin line names a topology without GPUs.
-configure gpu
-mn_write_plugstack "node$KMAX" "topology=$E2E_DIR/topologies/e2e-nogpu.xml"
-PLUGSTACKS=refusal
-quiet
-t0=$(date +%s.%N)
-srun -N "$KMAX" -n $((2 * KMAX)) -w "node[1-$KMAX]" --map-by-device=gpu sleep 30 >/dev/null 2>"$OUTDIR/refusal.err"
-refusal_rc=$?
-t1=$(date +%s.%N)
-e2e_wait_for "[[ -z \$(pgrep -x slurmstepd) ]]" 30
-t2=$(date +%s.%N)
-configure gpu
-stamp=$(grep -F "node node$KMAX has no gpu devices" "$E2E_DIR/log/slurmd-node$KMAX.log" | tail -n 1 | sed -n 's/^\[\([^]]*\)\].*/\1/p')
-refused_at=$(date -d "${stamp/T/ }" +%s.%N 2>/dev/null || echo "$t0")
-e2e_wait_for mn_all_idle 30
-not_idle=$(sinfo -h -N -o '%N %t' | awk '$2 != "idle"' | sort -u | tr '\n' ' ')
-refusal=$(awk -v a="$t0" -v b="$t1" -v c="$t2" -v f="$refused_at" -v rc="$refusal_rc" -v k="$KMAX" \
-    'BEGIN {printf "refusal at K=%d (one node without GPUs, sleep 30 tasks): srun exit %d after %.2f s, %.2f s after the refusal; last slurmstepd gone %.2f s after the refusal", k, rc, b - a, b - f, c - f}')
-refusal+="; nodes not idle after: ${not_idle:-none}"
+# refusal_at K: one node of K refuses (the last one: its plugin line names a topology without
+# GPUs) under a step of `sleep 30` tasks; one line: srun's exit after the refusal (its
+# slurmd.log line), the last slurmstepd's, and any node left not idle.
+refusal_at() {
+    local k=$1 t0 t1 t2 rc stamp refused_at not_idle line
+    PLUGSTACKS=""
+    configure gpu
+    mn_write_plugstack "node$k" "topology=$E2E_DIR/topologies/e2e-nogpu.xml"
+    PLUGSTACKS=refusal
+    quiet
+    t0=$(date +%s.%N)
+    srun -N "$k" -n $((2 * k)) -w "node[1-$k]" --map-by-device=gpu sleep 30 >/dev/null 2>"$OUTDIR/refusal-$k.err"
+    rc=$?
+    t1=$(date +%s.%N)
+    e2e_wait_for "(( \$(stepds) == 0 ))" 30
+    t2=$(date +%s.%N)
+    configure gpu
+    JOB=$((JOB + 1))
+    stamp=$(grep -F "node node$k has no gpu devices" "$E2E_DIR/log/slurmd-node$k.log" | tail -n 1 | sed -n 's/^\[\([^]]*\)\].*/\1/p')
+    refused_at=$(date -d "${stamp/T/ }" +%s.%N 2>/dev/null || echo "$t0")
+    e2e_wait_for mn_all_idle 30
+    not_idle=$(sinfo -h -N -o '%N %t' | awk '$2 != "idle"' | sort -u | tr '\n' ' ')
+    line=$(awk -v a="$t0" -v b="$t1" -v c="$t2" -v f="$refused_at" -v rc="$rc" -v k="$k" \
+        'BEGIN {printf "refusal at K=%d (node%d without GPUs, sleep 30 tasks): srun exit %d after %.2f s, %.2f s after the refusal; last slurmstepd gone %.2f s after the refusal", k, k, rc, b - a, b - f, c - f}')
+    line+="; nodes not idle after: ${not_idle:-none}"
+    grep -q "node node$k has no gpu devices" "$OUTDIR/refusal-$k.err" ||
+        line+="; NOT the expected refusal: $(head -c 300 "$OUTDIR/refusal-$k.err" | tr '\n' ' ')"
+    echo "$line"
+}
+refusals=()
+for k in $(printf '%s\n' 64 "$KMAX" | sort -nu); do
+    ((k <= KMAX)) && refusals+=("$(refusal_at "$k")")
+done
 
 # The plugin's planning time on each node and step (its debug line), with the step's job id.
 for node in "${MN_NODES[@]}"; do
@@ -202,9 +222,9 @@ for node in "${MN_NODES[@]}"; do
 done >"$OUTDIR/plan.txt"
 
 {
-    echo "Slurm $(srun --version | awk '{print $NF}'), $(nproc) CPUs, $(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo); $ROUNDS interleaved rounds ($rounds_s s) after one warm-up; load $load0 before, $load1 after"
-    echo "cluster of $KMAX nodes: started in $start_s s, $(((mem0 - mem1) / 1024)) MiB of memory (MemAvailable); slurmd ${slurmd_rss} kB and munged ${munged_rss} kB resident per node (idle); slurmstepd ${stepd_rss_empty} kB (no plugin) and ${stepd_rss_gpu} kB (gpu) during a step at K=$KMAX"
-    echo "$refusal"
+    echo "Slurm $(srun --version | awk '{print $NF}') ($(scontrol show config | awk '$1 == "TreeWidth" {print "TreeWidth " $3}')), $(nproc) CPUs, $(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo); $ROUNDS interleaved rounds ($rounds_s s) after one warm-up; load $load0 before, $load1 after"
+    echo "cluster of $KMAX nodes: started in $start_s s, its daemons ${cluster_rss} MiB resident; slurmd ${slurmd_rss} kB and munged ${munged_rss} kB resident per node (idle); slurmstepd ${stepd_rss_empty} kB (no plugin) and ${stepd_rss_gpu} kB (gpu) during a step at K=$KMAX"
+    printf '%s\n' "${refusals[@]}"
 } >"$OUTDIR/head.txt"
 python3 "$HERE/sweep-report.py" "$OUTDIR" | tee "$OUTDIR/report.txt"
 mn_log "written: $OUTDIR/{report.txt,ratio.svg,samples.txt,plan.txt}"
