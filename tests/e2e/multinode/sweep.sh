@@ -26,7 +26,11 @@
 # exit, and to the last slurmstepd's exit, and whether any node is left drained.
 #
 #   flock /tmp/mbd-slurm.lock tests/e2e/multinode/sweep.sh                    # K = 1 8 16 32 64 128, 7 rounds
-#   SWEEP_K="1 8 64" SWEEP_ROUNDS=5 flock /tmp/mbd-slurm.lock tests/e2e/multinode/sweep.sh
+#   SWEEP_K="1 8 16 64" SWEEP_ROUNDS=21 flock /tmp/mbd-slurm.lock tests/e2e/multinode/sweep.sh
+#
+# On a 2-CPU machine 128 nodes is the largest K this times: 256 start (about 2 GB), but a
+# 256-node step of 512 tasks takes 25 s and some launches miss Slurm's 10 s MessageTimeout
+# ("Communication connection failure"). docs/plugin.md, "Many nodes", has the figures.
 #
 # Writes SWEEP_OUT (default target/sweep/<time>): samples.txt (one line per step), plan.txt
 # (one line per node and step), report.txt (the table), ratio.svg (ratio against K, drawn by
