@@ -1,13 +1,19 @@
 # shellcheck shell=bash
-# The helpers of the end-to-end suites on a local Slurm (run.sh, hardening.sh): the case
-# runner and its verdicts, the probe every task runs, and the fixtures' expected lines.
-# Source tests/e2e/lib.sh first, and set HERE to tests/e2e. Then:
+# The helpers of the end-to-end suites on a local Slurm (run.sh, hardening.sh, and the
+# multi-node suite multinode/run.sh): the case runner and its verdicts, the probe every task
+# runs, and the fixtures' expected lines. Source tests/e2e/lib.sh first (or
+# tests/e2e/multinode/lib.sh, which sources it). Then:
 #
 #   cases_fixtures                 # UUID0/UUID1, GPU_LINES, NET_LINES, ALL_CPUS, UNMAPPED_LINES, LIVE_*
 #   cases_init                     # e2e_init, the cleanup trap, FIX* in root-only copies, PROBE
 #   run_phase MODE SETUP "name|function"...   # one cluster, the selected cases
 #   summary                        # the failed cases, notes, skipped: lines (SKIPS), "N passed, N failed"
 #   build_hooks_plugin             # HOOKS_PLUGIN: a build with the test-hooks feature
+#
+# What a suite may change (the multi-node suite does): CASE_CHECK, the check after every case
+# (default node_up: the single node is still in service); CASE_WIDTH, the width of a case's
+# name in its line; PROBE_SORT, how probe sorts the tasks' lines; DUMP_LOGS, what prints the
+# daemons' logs when a case failed.
 
 FILTER=${1:-}
 PASSED=0
@@ -19,19 +25,26 @@ SKIPS=()
 
 FIX=$E2E_ROOT/topologies/e2e-2gpu.xml
 FIX_DRM=$E2E_ROOT/topologies/e2e-2gpu-drm.xml
-FIX_SNC=$HERE/fixtures/e2e-snc-2gpu.xml
+FIX_SNC=$E2E_ROOT/tests/e2e/fixtures/e2e-snc-2gpu.xml
 # shellcheck disable=SC2034 # for the suites that source this file
 OPTION_ENV=SLURM_SPANK__SLURM_SPANK_OPTION_map_by_device_map_by_device
+CASE_CHECK=node_up
+CASE_WIDTH=78
+PROBE_SORT=(sort)
+DUMP_LOGS=e2e_dump_logs
 
 # --- Helpers -----------------------------------------------------------------------------
 
-# run CMD...: runs it, keeping stdout in OUT, stderr in ERR, the exit status in RC.
+# run CMD...: runs it, keeping stdout in OUT, stderr in ERR, the exit status in RC and the
+# time it took in SECS.
 run() {
-    local o e
+    local o e t0
     o=$(mktemp) e=$(mktemp)
     echo "+ $*"
+    t0=$(date +%s.%N)
     "$@" >"$o" 2>"$e"
     RC=$?
+    SECS=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
     OUT=$(<"$o") ERR=$(<"$e")
     rm -f "$o" "$e"
 }
@@ -39,11 +52,11 @@ run() {
 # probe SRUN-ARGS...: srun the probe; OUT holds one line per task, sorted by task.
 probe() {
     run srun "$@" "$PROBE"
-    OUT=$(sort <<<"$OUT")
+    OUT=$("${PROBE_SORT[@]}" <<<"$OUT")
 }
 
 show() {
-    printf -- '--- exit %s\n--- stdout:\n%s\n--- stderr:\n%s\n' "$RC" "$OUT" "$ERR"
+    printf -- '--- exit %s (%s s)\n--- stdout:\n%s\n--- stderr:\n%s\n' "$RC" "$SECS" "$OUT" "$ERR"
 }
 
 expect_rc() {
@@ -102,20 +115,20 @@ node_up() {
 }
 
 # run_case NAME FUNCTION: one line per case; the function's output only when it fails. Every
-# case also checks that the node is still in service afterwards (node_up).
+# case also runs CASE_CHECK afterwards (node_up: the node is still in service).
 run_case() {
     local name=$1 fn=$2 out t0 tenths
     out=$(mktemp)
     t0=$(date +%s%N)
-    if "$fn" >"$out" 2>&1 && node_up >>"$out" 2>&1; then
+    if "$fn" >"$out" 2>&1 && "$CASE_CHECK" >>"$out" 2>&1; then
         PASSED=$((PASSED + 1))
         tenths=$((($(date +%s%N) - t0) / 100000000))
-        printf 'ok    %-78s %4d.%ds\n' "$name" $((tenths / 10)) $((tenths % 10))
+        printf 'ok    %-*s %4d.%ds\n' "$CASE_WIDTH" "$name" $((tenths / 10)) $((tenths % 10))
     else
         FAILED=$((FAILED + 1))
         FAILED_NAMES+=("$name")
         tenths=$((($(date +%s%N) - t0) / 100000000))
-        printf 'FAIL  %-78s %4d.%ds\n' "$name" $((tenths / 10)) $((tenths % 10))
+        printf 'FAIL  %-*s %4d.%ds\n' "$CASE_WIDTH" "$name" $((tenths / 10)) $((tenths % 10))
         sed 's/^/      /' "$out"
     fi
     rm -f "$out"
@@ -173,7 +186,7 @@ run_phase() {
 summary() {
     if ((FAILED > 0)); then
         printf '\nfailed: %s\n' "${FAILED_NAMES[@]}"
-        [[ -n ${E2E_DIR:-} ]] && e2e_dump_logs
+        [[ -n ${E2E_DIR:-} ]] && "$DUMP_LOGS"
     fi
     local n
     for n in "${NOTES[@]}"; do printf 'note: %s\n' "$n"; done

@@ -1,11 +1,13 @@
 # shellcheck shell=bash
-# A private three-node Slurm on one machine, for the multi-node end-to-end suite (run.sh).
-# Source this file (it sources tests/e2e/lib.sh for the package install, the plugin build
-# and the daemon helpers), then:
+# A private K-node Slurm on one machine, for the multi-node end-to-end suite (run.sh) and the
+# node-count sweep (sweep.sh). Source this file (it sources tests/e2e/lib.sh for the package
+# install, the plugin build and the daemon helpers), then:
 #
+#   mn_set_nodes K          # node1 .. nodeK (default 3)
 #   mn_init                 # private directory, munge key, plugin, per-node plugstack files
 #   mn_net_up               # network namespaces: a hub with a bridge, one per node
-#   mn_cluster_start        # munged, slurmctld in the hub, one slurmd per node namespace
+#   mn_cluster_start        # munged, slurmctld in the hub, one slurmd per node namespace; each
+#                           # node's topology cache then holds its fixture (MN_SOURCE=cache)
 #   set_node_plugstack NODE "ARGS..."   # that node's plugin line (read by each step there)
 #   set_client_plugstack "ARGS..."      # the line srun/sbatch/salloc read (the hub's)
 #   mn_cluster_stop         # stops every daemon it started, by pid
@@ -13,8 +15,9 @@
 #   mn_cleanup              # all of the above, for a trap
 #
 # Layout. Each node is a network namespace ($MN_PREFIX-nodeN) with one veth (eth0) whose
-# peer is on a bridge inside a hub namespace ($MN_PREFIX-hub); addresses are 10.77.0.N/24
-# for node N and 10.77.0.254 for the hub, and exist only inside these namespaces. Each
+# peer is on a bridge inside a hub namespace ($MN_PREFIX-hub); addresses are 10.77.X.Y/16
+# for node N = 256 X + Y (10.77.0.N up to node255) and 10.77.255.254 for the hub, and exist
+# only inside these namespaces. Each
 # slurmd also has its own UTS namespace (hostname = its node name, so gethostname() and the
 # PMIX_DEVICE_ID host name the node) and mount namespace (its own /etc/hosts naming the
 # nodes). slurmctld and every client (srun, sbatch, salloc, squeue, sinfo, scontrol,
@@ -29,14 +32,34 @@
 # are named with %n. task/affinity and proctrack/pgid: cgroup directories would be shared
 # by every slurmd on this one machine, and proctrack/linuxproc loses a task's children once
 # the task is killed (an orphan keeps the step's output open, and the node completing).
+# Slurm's tree fan-out (TreeWidth) is left at its default.
+#
+# Topologies. Each node has its own fixture (mn_topology): MN_TOPOLOGY_nodeN where set (run.sh
+# keeps node1 NVIDIA with two mlx5 HCAs, node2 AMD without adapter, node3 no GPU), otherwise
+# MN_MIX by node number. How a step reads it (MN_SOURCE):
+#   cache (default)  the production path: the node's plugstack line names a config file of its
+#                    own (cache_dir, sys_root and proc_root under $E2E_DIR/nodes/NODE), its
+#                    slurmd discovers this machine at its start and writes the topology cache
+#                    there, and mn_cluster_start then puts the node's fixture into that file in
+#                    place (cache.py: same inode, so slurmd's lock, which proves to each step
+#                    that its writer still runs, stays on it). Each step's user_init reads it
+#                    through every check production has (root-only directories, the lock,
+#                    the plugin file's identity, the boot id). sys_root holds the fixture's
+#                    InfiniBand port states (re-read per step from the cache), proc_root
+#                    nothing (the fixtures name their GPUs).
+#   xml              topology=FIXTURE on the node's plugstack line: hwloc loads the XML in every
+#                    step (about 4 ms per node), no cache.
 
 MN_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/e2e/lib.sh
 source "$MN_HERE/../lib.sh"
 
-MN_NODES=(node1 node2 node3)
-MN_SUBNET=10.77.0
-MN_HUB_ADDR=$MN_SUBNET.254
+MN_NODES=()
+MN_HUB_ADDR=10.77.255.254
+MN_SOURCE=${MN_SOURCE:-cache}
+# The fixtures of the nodes that have no MN_TOPOLOGY_nodeN, by node number: NVIDIA GPUs with
+# an mlx5 HCA each (adapters), AMD GPUs without adapter.
+MN_MIX=(e2e-2gpu.xml e2e-2gpu-amd.xml)
 # Short and unique per run (interface names are limited to 15 characters).
 MN_PREFIX=mbd$$
 MN_HUB=$MN_PREFIX-hub
@@ -52,8 +75,33 @@ mn_install_packages() {
     e2e_install_packages
 }
 
+# mn_set_nodes K: the cluster's nodes, node1 .. nodeK (at most 65000).
+mn_set_nodes() {
+    local i
+    MN_NODES=()
+    for ((i = 1; i <= $1; i++)); do MN_NODES+=("node$i"); done
+}
+mn_set_nodes "${MN_K:-3}"
+
 mn_node_index() { # NODE -> N
     echo "${1#node}"
+}
+
+mn_addr() { # NODE -> its address
+    local n=${1#node}
+    echo "10.77.$((n / 256)).$((n % 256))"
+}
+
+# mn_hostlist NODE...: Slurm's compact form (node[1-3,5]), for -w and slurm.conf.
+mn_hostlist() {
+    local n prev=-2 start=-2 out=""
+    for n in $(printf '%s\n' "$@" | sed 's/^node//' | sort -n); do
+        if ((n == prev + 1)); then prev=$n; continue; fi
+        ((start >= 0)) && out+=$( ((start == prev)) && echo ",$start" || echo ",$start-$prev")
+        start=$n prev=$n
+    done
+    ((start >= 0)) && out+=$( ((start == prev)) && echo ",$start" || echo ",$start-$prev")
+    echo "node[${out#,}]"
 }
 
 mn_ns() { # NODE -> its namespace name
@@ -82,7 +130,7 @@ mn_net_up() {
     MN_NETNS+=("$MN_HUB")
     ip -n "$MN_HUB" link set lo up &&
         ip -n "$MN_HUB" link add br0 type bridge &&
-        ip -n "$MN_HUB" addr add "$MN_HUB_ADDR/24" dev br0 &&
+        ip -n "$MN_HUB" addr add "$MN_HUB_ADDR/16" dev br0 &&
         ip -n "$MN_HUB" link set br0 up || return 1
     for node in "${MN_NODES[@]}"; do
         n=$(mn_node_index "$node")
@@ -92,7 +140,7 @@ mn_net_up() {
         ip -n "$MN_HUB" link add "veth$n" type veth peer name eth0 netns "$ns" &&
             ip -n "$MN_HUB" link set "veth$n" master br0 up &&
             ip -n "$ns" link set lo up &&
-            ip -n "$ns" addr add "$MN_SUBNET.$n/24" dev eth0 &&
+            ip -n "$ns" addr add "$(mn_addr "$node")/16" dev eth0 &&
             ip -n "$ns" link set eth0 up || return 1
     done
 }
@@ -110,28 +158,36 @@ mn_net_down() {
 # like the single-node suite's: the plugin (root) reads topology= and its settings only
 # through directories that only root can write, so the fixtures are copied in.
 mn_init() {
+    local node
     E2E_DIR=$(mktemp -d /run/mbd-mn.XXXXXX) || return 1
     chmod 755 "$E2E_DIR"
-    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work,topologies}
-    chmod 755 "$E2E_DIR"/{etc,munge,lib,topologies}
+    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work,topologies,nodes}
+    chmod 755 "$E2E_DIR"/{etc,munge,lib,topologies,nodes}
     chmod 1777 "$E2E_DIR/work"
     cp "$E2E_ROOT"/topologies/*.xml "$E2E_DIR/topologies/" && chmod 644 "$E2E_DIR"/topologies/*.xml || return 1
+    # Each node's config file, for the cache path: its own cache directory (several slurmd on
+    # one machine would share the default /run/map-by-device) and driver-file roots.
+    for node in "${MN_NODES[@]}"; do
+        mkdir -p "$E2E_DIR/nodes/$node"/{sys,proc} && chmod 755 "$E2E_DIR/nodes/$node"{,/sys,/proc} || return 1
+        printf 'cache_dir = "%s"\nsys_root = "%s"\nproc_root = "%s"\n' "$E2E_DIR/nodes/$node/cache" \
+            "$E2E_DIR/nodes/$node/sys" "$E2E_DIR/nodes/$node/proc" >"$E2E_DIR/nodes/$node/mbd.toml"
+        chmod 644 "$E2E_DIR/nodes/$node/mbd.toml"
+    done
     mungekey --create --keyfile="$E2E_DIR/munge/munge.key" >/dev/null 2>&1 ||
         dd if=/dev/urandom of="$E2E_DIR/munge/munge.key" bs=1024 count=1 status=none
     chmod 600 "$E2E_DIR/munge/munge.key"
     export SLURM_CONF=$E2E_DIR/etc/slurm.conf
     E2E_PLUGIN=$E2E_DIR/lib/map_by_device.so
     [[ -n ${E2E_PLUGIN_BUILT:-} ]] && e2e_install_plugin "$E2E_PLUGIN_BUILT"
-    local node
-    # Each node's own topology from the start: slurmd's init then writes no topology cache
-    # (that would go to /run/map-by-device, shared by every slurmd on this machine).
+    # Each node's own topology (or config file) from the start: with topology= slurmd's init
+    # writes no cache; with the config file, it writes its own node's.
     set_plugstacks ""
     # Each node's /etc/hosts (bind-mounted in its own mount namespace): the nodes and the hub.
     {
         echo "127.0.0.1 localhost"
         echo "$MN_HUB_ADDR $(hostname -s)"
         for node in "${MN_NODES[@]}"; do
-            echo "$MN_SUBNET.$(mn_node_index "$node") $node"
+            echo "$(mn_addr "$node") $node"
         done
     } >"$E2E_DIR/etc/hosts"
     chmod 644 "$E2E_DIR/etc/hosts"
@@ -153,28 +209,53 @@ mn_write_plugstack() {
 set_node_plugstack() { mn_write_plugstack "$1" "$2"; }
 set_client_plugstack() { mn_write_plugstack client "$1"; }
 
+# mn_topology NODE: the fixture file name of a node's topology (MN_TOPOLOGY_nodeN, else
+# MN_MIX by node number).
+mn_topology() {
+    local v="MN_TOPOLOGY_$1" n=${1#node}
+    if [[ -n ${!v:-} ]]; then
+        echo "${!v}"
+    else
+        echo "${MN_MIX[(n - 1) % ${#MN_MIX[@]}]}"
+    fi
+}
+
+# mn_has_gpus NODE: whether its fixture has GPUs (two, as GRES gpu:2).
+mn_has_gpus() { [[ $(mn_topology "$1") != *nogpu* ]]; }
+
+# mn_source_arg NODE: what the node's plugin line names its topology with.
+mn_source_arg() {
+    if [[ $MN_SOURCE == xml ]]; then
+        echo "topology=$E2E_DIR/topologies/$(mn_topology "$1")"
+    else
+        echo "config=$E2E_DIR/nodes/$1/mbd.toml"
+    fi
+}
+
 # Every node's plugin line with its own topology, plus ARGS; the clients get the plugin
 # with ARGS only (they validate specs and settings, and load no topology).
-MN_TOPOLOGY_node1=e2e-2gpu.xml
-MN_TOPOLOGY_node2=e2e-2gpu-amd.xml
-MN_TOPOLOGY_node3=e2e-nogpu.xml
-# mn_topology NODE: the fixture file name of a node's topology.
-mn_topology() { local v="MN_TOPOLOGY_$1"; echo "${!v}"; }
-
 set_plugstacks() {
     local node
     for node in "${MN_NODES[@]}"; do
-        mn_write_plugstack "$node" "topology=$E2E_DIR/topologies/$(mn_topology "$node") $*"
+        mn_write_plugstack "$node" "$(mn_source_arg "$node") $*"
     done
     mn_write_plugstack client "$*"
 }
 
+# No plugin anywhere (an empty plugstack on every node and the clients).
+set_plugstacks_empty() {
+    local node
+    for node in "${MN_NODES[@]}" client; do
+        mn_write_plugstack "$node" -
+    done
+}
+
 # slurm.conf for the clients and slurmctld, and one per node that differs only in
 # PlugStackConfig. Every node: the machine's 2 real CPUs (all nodes share CPUs 0 and 1),
-# two fake GPUs as GRES on node1 and node2 (gres.conf File=/dev/null and /dev/zero, which
-# Slurm numbers 0 and 1; the fixtures' GPUs in bus order match that).
+# two fake GPUs as GRES on each node whose fixture has GPUs (gres.conf File=/dev/null and
+# /dev/zero, which Slurm numbers 0 and 1; the fixtures' GPUs in bus order match that).
 mn_write_slurm_conf() {
-    local cpus node n gres
+    local cpus node gres
     cpus=$(nproc --all)
     {
         cat <<EOF
@@ -215,12 +296,11 @@ MinJobAge=600
 GresTypes=gpu
 EOF
         for node in "${MN_NODES[@]}"; do
-            n=$(mn_node_index "$node")
             gres=""
-            [[ $node != node3 ]] && gres=" Gres=gpu:2"
-            echo "NodeName=$node NodeAddr=$MN_SUBNET.$n CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000$gres"
+            mn_has_gpus "$node" && gres=" Gres=gpu:2"
+            echo "NodeName=$node NodeAddr=$(mn_addr "$node") CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000$gres"
         done
-        echo "PartitionName=debug Nodes=$(IFS=,; echo "${MN_NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
+        echo "PartitionName=debug Nodes=$(mn_hostlist "${MN_NODES[@]}") Default=YES MaxTime=INFINITE State=UP"
     } >"$E2E_DIR/etc/slurm.conf"
     for node in "${MN_NODES[@]}"; do
         sed -e "s|^PlugStackConfig=.*|PlugStackConfig=$E2E_DIR/etc/plugstack-$node.conf|" \
@@ -228,7 +308,8 @@ EOF
             "$E2E_DIR/etc/slurm.conf" >"$E2E_DIR/etc/slurm-$node.conf"
     done
     {
-        for node in node1 node2; do
+        for node in "${MN_NODES[@]}"; do
+            mn_has_gpus "$node" || continue
             echo "NodeName=$node Name=gpu File=/dev/null"
             echo "NodeName=$node Name=gpu File=/dev/zero"
         done
@@ -282,11 +363,33 @@ mn_cluster_start() {
     for node in "${MN_NODES[@]}"; do
         mn_slurmd_start "$node"
     done
-    e2e_wait_for mn_all_idle 60 || {
+    e2e_wait_for mn_all_idle $((60 + ${#MN_NODES[@]})) || {
         mn_log "not every node became idle: $(sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';')"
         return 1
     }
-    mn_log "cluster up: ${MN_NODES[*]} ($E2E_DIR)"
+    if [[ $MN_SOURCE == cache ]]; then
+        mn_cache_fixtures || return 1
+    fi
+    mn_log "cluster up: $(mn_hostlist "${MN_NODES[@]}") ($E2E_DIR, topologies from $MN_SOURCE)"
+}
+
+# Each node's topology cache (written by its slurmd at its start) given the node's fixture
+# (cache.py); the lines it prints go to log/cache.out.
+mn_cache_fixtures() {
+    local node args=() f
+    for node in "${MN_NODES[@]}"; do
+        f=$E2E_DIR/nodes/$node/cache/topology.json
+        e2e_wait_for "[[ -s '$f' ]]" 30 || {
+            mn_log "$node's slurmd wrote no topology cache ($f): $(grep -h 'map-by-device' "$E2E_DIR/log/slurmd-$node.log" | tail -n 3)"
+            return 1
+        }
+        args+=("$f" "$E2E_DIR/topologies/$(mn_topology "$node")" "$E2E_DIR/nodes/$node/sys")
+    done
+    python3 "$MN_HERE/cache.py" "$(dirname "$E2E_PLUGIN")/map_by_device_discover.so" "${args[@]}" \
+        >>"$E2E_DIR/log/cache.out" 2>&1 || {
+        mn_log "could not put the fixtures into the caches: $(tail -n 3 "$E2E_DIR/log/cache.out")"
+        return 1
+    }
 }
 
 # Cancels the jobs, then stops the slurmds (all at once: each takes about 3 s), slurmctld

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Multi-node end-to-end suite: the plugin on a real three-node Slurm that this script starts
+# Multi-node end-to-end suite: the plugin on a real nine-node Slurm that this script starts
 # on this one machine (lib.sh: one slurmd per network + UTS namespace, slurmctld and the
 # clients in a hub namespace), driven with real srun/sbatch, checked from inside the tasks:
 # node name (Slurm's and gethostname()), SLURM_PROCID, SLURM_LOCALID, Cpus_allowed_list and
-# every variable the plugin may set.
+# every variable the plugin may set. The case runner and verdicts are tests/e2e/cases.sh's.
 #
 #   flock /tmp/mbd-slurm.lock tests/e2e/multinode/run.sh          # every case (root)
 #   flock /tmp/mbd-slurm.lock tests/e2e/multinode/run.sh refus    # cases whose name has "refus"
+#   MN_SOURCE=xml ...                                             # topology= instead of the caches
 #   E2E_KEEP=1 ...                                                # keep configs and logs
 #
-# Nodes (each its own topology=; all share this machine's CPUs 0 and 1):
+# Nodes (each its own topology, from its slurmd's topology cache: lib.sh, MN_SOURCE; all share
+# this machine's CPUs 0 and 1):
 #   node1  topologies/e2e-2gpu.xml      two NVIDIA GPUs and two mlx5 HCAs, one of each per CPU
 #   node2  topologies/e2e-2gpu-amd.xml  two AMD GPUs, no network adapter; bus order is not
 #                                       CPU order (the first GPU is next to CPU 1)
 #   node3  topologies/e2e-nogpu.xml     no GPU; an Ethernet adapter and a disk
-# node1 and node2 also have two fake GPUs each as GRES (gres.conf File=/dev/null, /dev/zero).
+#   node4-9                             as node2 (4, 6, 8) and node1 (5, 7, 9): the eight-node
+#                                       cases run on node1, node2 and node4-9, or node1-8
+# Every node with GPUs also has two fake GPUs as GRES (gres.conf File=/dev/null, /dev/zero).
 #
 # Prints one line per case, the failing case's commands and output, the daemons' logs if
 # anything failed, notes (measured times), and finally exactly "N passed, N failed".
@@ -26,82 +30,40 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/e2e/multinode/lib.sh
 source "$HERE/lib.sh"
 
-FILTER=${1:-}
-PASSED=0
-FAILED=0
-FAILED_NAMES=()
-NOTES=()
-# What could not run here and why: printed as "skipped: ..." lines, which scripts/test-all.sh counts.
-SKIPS=()
-OPTION_ENV=SLURM_SPANK__SLURM_SPANK_OPTION_map_by_device_map_by_device
+# The nodes and their topologies (lib.sh's mn_topology): the three of the cases above, and
+# six more with GPUs for the eight-node cases (MN_MIX: NVIDIA with adapters, AMD).
+mn_set_nodes 9
+MN_TOPOLOGY_node1=e2e-2gpu.xml
+MN_TOPOLOGY_node2=e2e-2gpu-amd.xml
+MN_TOPOLOGY_node3=e2e-nogpu.xml
+
+# shellcheck source=tests/e2e/cases.sh
+source "$HERE/../cases.sh"
 # Every variable of the plugin's table (src/env.rs VARIABLES).
 VARS=(CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES ZE_AFFINITY_MASK ZE_FLAT_DEVICE_HIERARCHY NCCL_IB_HCA UCX_NET_DEVICES PSM3_NIC OMP_NUM_THREADS OMP_PLACES OMP_PROC_BIND PMIX_DEVICE_ID)
+# cases.sh's case runner, for K nodes: after every case no node is drained or down; ranks
+# sorted as numbers; every node's log on a failure.
+CASE_CHECK=nodes_up
+CASE_WIDTH=86
+PROBE_SORT=(sort -V)
+DUMP_LOGS=mn_dump_logs
 
 # --- Helpers -----------------------------------------------------------------------------
 
-# run CMD...: runs it (clients are the hub-wrapped functions of lib.sh), keeping stdout in
-# OUT, stderr in ERR, the exit status in RC and the time it took in SECS.
-run() {
-    local o e t0
-    o=$(mktemp) e=$(mktemp)
-    echo "+ $*"
-    t0=$(date +%s.%N)
-    "$@" >"$o" 2>"$e"
-    RC=$?
-    SECS=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
-    OUT=$(<"$o") ERR=$(<"$e")
-    rm -f "$o" "$e"
+# nodes_up: no node drained, down or failing after the case (a refusal fails the step, never
+# a node); a node left so is resumed for the next case.
+nodes_up() {
+    local bad
+    bad=$(sinfo -h -N -o '%N %T' 2>&1 | grep -Ei 'drain|down|fail' | sort -u)
+    [[ -z $bad ]] && return 0
+    echo "nodes not in service after the case: $(tr '\n' ';' <<<"$bad")"
+    scontrol update nodename="$(mn_hostlist "${MN_NODES[@]}")" state=resume >/dev/null 2>&1 || true
+    return 1
 }
 
 # A command with extra environment, in the hub (`env VAR=... srun` would run the real srun
 # outside the namespaces).
 hub_env() { mn_hub env "$@"; }
-
-# probe SRUN-ARGS...: srun the probe; OUT holds one line per task, sorted by rank.
-probe() {
-    run srun "$@" "$PROBE"
-    OUT=$(sort -V <<<"$OUT")
-}
-
-show() {
-    printf -- '--- exit %s (%s s)\n--- stdout:\n%s\n--- stderr:\n%s\n' "$RC" "$SECS" "$OUT" "$ERR"
-}
-
-expect_rc() {
-    [[ $RC == "$1" ]] && return 0
-    echo "expected exit status $1, got $RC"
-    show
-    return 1
-}
-
-expect_fail() {
-    [[ $RC != 0 ]] && return 0
-    echo "expected a failure, got exit status 0"
-    show
-    return 1
-}
-
-expect_out() {
-    [[ $OUT == "$1" ]] && return 0
-    echo "unexpected task output (- expected, + got):"
-    diff <(printf '%s\n' "$1") <(printf '%s\n' "$OUT") | sed -n 's/^</-/p;s/^>/+/p'
-    show
-    return 1
-}
-
-expect_err() {
-    grep -qF -- "$1" <<<"$ERR" && return 0
-    echo "stderr lacks: $1"
-    show
-    return 1
-}
-
-expect_no_err() {
-    grep -qF -- "$1" <<<"$ERR" || return 0
-    echo "stderr should not have: $1"
-    show
-    return 1
-}
 
 # tl RANK LOCAL NODE CPUS [VAR=VALUE...]: the probe's line for a task; variables not given
 # are expected unset ("-").
@@ -125,9 +87,6 @@ n2gpu() { echo "ROCR_VISIBLE_DEVICES=GPU-${N2_UUID[$1]}" "PMIX_DEVICE_ID=gpu://n
 n1hca() { echo "NCCL_IB_HCA==mlx5_$1" "UCX_NET_DEVICES=mlx5_$1:1" "PMIX_DEVICE_ID=fab://${N1_GUID[$1]}::${N1_GUID[$1]}"; }
 n3nic() { echo "PMIX_DEVICE_ID=ipv4://$N3_MAC"; }
 
-# Number of jobs slurmctld knows (any state), to prove a refusal created none.
-job_count() { squeue -h -t all -o %i 2>/dev/null | wc -l; }
-
 # Every node idle (not drained, not down) within a few seconds of a step's end.
 expect_idle() {
     e2e_wait_for mn_all_idle 15 && return 0
@@ -136,12 +95,18 @@ expect_idle() {
     return 1
 }
 
+# The pids of the slurmstepd processes that still run. An exited one is reparented to init,
+# which reaps it: until then it is a zombie, running nothing, and not counted (CI, December
+# 2026: the sandbox's init left exited slurmstepd unreaped for more than 15 s, and every one
+# of a suite's steps showed up here as "left behind" though slurmd had logged "done with job").
+running_stepds() { ps -C slurmstepd -o pid=,stat= | awk '$2 !~ /^Z/ {print $1}'; }
+
 # No step of this cluster is left: no slurmstepd process, no running job, no step socket in
 # any node's spool directory.
 expect_nothing_left() {
     local left
-    e2e_wait_for "[[ -z \$(pgrep -x slurmstepd) && -z \$(squeue -h -t R,CG -o %i) ]]" 15 || {
-        echo "left behind: slurmstepd $(pgrep -x slurmstepd | tr '\n' ' '); jobs $(squeue -h -t R,CG -o '%i %T' | tr '\n' ' ')"
+    e2e_wait_for "[[ -z \$(running_stepds) && -z \$(squeue -h -t R,CG -o %i) ]]" 15 || {
+        echo "left behind: slurmstepd $(running_stepds | tr '\n' ' '); jobs $(squeue -h -t R,CG -o '%i %T' | tr '\n' ' ')"
         return 1
     }
     left=$(find "$E2E_DIR"/spool -type s 2>/dev/null)
@@ -155,25 +120,6 @@ refusal_to_exit() { # NODE PATTERN END
     stamp=$(grep -F -- "$2" "$E2E_DIR/log/slurmd-$1.log" | tail -n1 | sed -n 's/^\[\([^]]*\)\].*/\1/p')
     [[ -n $stamp ]] || { echo "?"; return; }
     awk -v a="$(date -d "${stamp/T/ }" +%s.%N)" -v b="$3" 'BEGIN { printf "%.2f", b - a }'
-}
-
-# run_case NAME FUNCTION: one line per case; the function's output only when it fails.
-run_case() {
-    local name=$1 fn=$2 out t0 tenths
-    out=$(mktemp)
-    t0=$(date +%s%N)
-    if "$fn" >"$out" 2>&1; then
-        PASSED=$((PASSED + 1))
-        tenths=$((($(date +%s%N) - t0) / 100000000))
-        printf 'ok    %-86s %4d.%ds\n' "$name" $((tenths / 10)) $((tenths % 10))
-    else
-        FAILED=$((FAILED + 1))
-        FAILED_NAMES+=("$name")
-        tenths=$((($(date +%s%N) - t0) / 100000000))
-        printf 'FAIL  %-86s %4d.%ds\n' "$name" $((tenths / 10)) $((tenths % 10))
-        sed 's/^/      /' "$out"
-    fi
-    rm -f "$out"
 }
 
 # --- Cases -------------------------------------------------------------------------------
@@ -495,6 +441,115 @@ c_twenty_steps() {
     expect_nothing_left && expect_idle
 }
 
+# --- Eight nodes: node1, node2 and node4-9 have GPUs (NVIDIA with an HCA each on the odd
+# ones, AMD on the even ones), node3 none. -------------------------------------------------
+
+EIGHT=(node1 node2 node4 node5 node6 node7 node8 node9)
+
+# gpu_lines RANK NODE...: the probe's lines of two tasks per node under --map-by-device=gpu,
+# block distribution, ranks from RANK: each node its own two GPUs, named from its fixture
+# (node1's UUIDs on the NVIDIA nodes, node2's on the AMD ones), its own name in PMIX_DEVICE_ID.
+gpu_lines() {
+    local rank=$1 node
+    shift
+    for node in "$@"; do
+        if [[ $(mn_topology "$node") == e2e-2gpu.xml ]]; then
+            tl "$rank" 0 "$node" 0 "CUDA_VISIBLE_DEVICES=${N1_UUID[0]}" "PMIX_DEVICE_ID=gpu://$node::nvml0"
+            tl $((rank + 1)) 1 "$node" 1 "CUDA_VISIBLE_DEVICES=${N1_UUID[1]}" "PMIX_DEVICE_ID=gpu://$node::nvml1"
+        else
+            tl "$rank" 0 "$node" 1 "ROCR_VISIBLE_DEVICES=GPU-${N2_UUID[0]}" "PMIX_DEVICE_ID=gpu://$node::rsmi0"
+            tl $((rank + 1)) 1 "$node" 0 "ROCR_VISIBLE_DEVICES=GPU-${N2_UUID[1]}" "PMIX_DEVICE_ID=gpu://$node::rsmi1"
+        fi
+        rank=$((rank + 2))
+    done
+}
+
+# from_cache NODE...: each node's last planned step read its topology from its slurmd's cache
+# (with MN_SOURCE=xml: from its topology= file).
+from_cache() {
+    local node line want="topology from slurmd's cache $E2E_DIR/nodes/"
+    [[ $MN_SOURCE == xml ]] && want="topology $E2E_DIR/topologies/"
+    for node in "$@"; do
+        line=$(grep -F 'map-by-device: planned' "$E2E_DIR/log/slurmd-$node.log" | tail -n 1)
+        [[ $line == *"$want"* ]] || { echo "$node's last step did not plan from its cache: ${line:-no planned line}"; return 1; }
+    done
+}
+
+c_eight_nodes() {
+    set_plugstacks ""
+    local t0=$SECONDS
+    probe -w "$(mn_hostlist "${EIGHT[@]}")" -N8 -n16 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(gpu_lines 0 "${EIGHT[@]}")" && from_cache "${EIGHT[@]}" || return 1
+    NOTES+=("an eight-node step of 16 tasks mapped from the caches: $SECS s")
+    # gpu:adapters: the NVIDIA nodes' tasks get their GPU and its HCA, each AMD node (no HCA)
+    # says once that it has none; every node's GPUs as before.
+    run srun -w "$(mn_hostlist "${EIGHT[@]}")" -N8 -n16 --map-by-device=gpu:adapters "$PROBE"
+    expect_rc 0 || return 1
+    local node
+    for node in "${EIGHT[@]}"; do
+        if [[ $(mn_topology "$node") == e2e-2gpu.xml ]]; then
+            grep -q "node=$node .*UCX_NET_DEVICES=mlx5_0:1 .*PMIX_DEVICE_ID=gpu://$node::nvml0,fab://" <<<"$OUT" ||
+                { echo "$node's task 0 lacks its HCA"; show; return 1; }
+        else
+            [[ $(grep -c "adapters: node $node has no network adapter" <<<"$ERR") == 1 ]] ||
+                { echo "$node's warning is not said exactly once"; show; return 1; }
+        fi
+    done
+}
+
+c_eight_refusal() {
+    set_plugstacks ""
+    local end took killed
+    # node3 (no GPU) among eight: its refusal ends the seven other nodes' tasks (sleep 30).
+    run srun -w "node[1-8]" -N8 -n16 --map-by-device=gpu sleep 30
+    end=$(date +%s.%N)
+    expect_fail && expect_err "node node3 has no gpu devices" || return 1
+    [[ $(grep -c "node node3 has no gpu devices" <<<"$ERR") == 1 ]] || { echo "refusal not said exactly once"; show; return 1; }
+    ((${SECS%.*} < 10)) || { echo "srun took $SECS s: the other nodes' tasks were not ended"; show; return 1; }
+    took=$(refusal_to_exit node3 "node node3 has no gpu devices" "$end")
+    killed=$(grep -cE "node[0-9]+: tasks? [0-9,-]+: (Killed|Terminated)" <<<"$ERR")
+    NOTES+=("one node of eight refused (no GPU): srun exited $took s after the refusal ($SECS s in all, exit $RC, $killed nodes' tasks said Killed)")
+    expect_idle && expect_nothing_left || return 1
+    # A bad topology on node5 (its topology= file does not exist): the same.
+    mn_write_plugstack node5 "topology=$E2E_DIR/topologies/missing.xml"
+    run srun -w "$(mn_hostlist "${EIGHT[@]}")" -N8 -n16 --map-by-device=gpu sleep 30
+    end=$(date +%s.%N)
+    set_plugstacks ""
+    expect_fail && expect_err "missing.xml" || return 1
+    ((${SECS%.*} < 10)) || { echo "srun took $SECS s: the other nodes' tasks were not ended"; show; return 1; }
+    NOTES+=("one node of eight with a bad topology= file: srun exited after $SECS s (exit $RC)")
+    expect_idle && expect_nothing_left
+}
+
+c_eight_het() {
+    set_plugstacks ""
+    # Two components of four nodes each, one spec: each node mapped from its own cache, the
+    # second component's ranks after the first's.
+    run srun -w node1,node2,node4,node5 -N4 -n8 --map-by-device=gpu "$PROBE" : \
+        -w node6,node7,node8,node9 -N4 -n8 --map-by-device=gpu "$PROBE"
+    OUT=$(sort -V <<<"$OUT")
+    expect_rc 0 && expect_out "$(gpu_lines 0 node1 node2 node4 node5; gpu_lines 8 node6 node7 node8 node9)" &&
+        from_cache "${EIGHT[@]}"
+}
+
+c_eight_twenty() {
+    set_plugstacks ""
+    local i want t0=$SECONDS
+    want=$(gpu_lines 0 "${EIGHT[@]}")
+    # Every fifth step checks every task's mapping; the others run `true`, mapped alike.
+    for ((i = 1; i <= 20; i++)); do
+        if ((i % 5 == 0)); then
+            probe -w "$(mn_hostlist "${EIGHT[@]}")" -N8 -n16 --map-by-device=gpu
+            expect_rc 0 && expect_out "$want" || { echo "(step $i)"; return 1; }
+        else
+            run srun -w "$(mn_hostlist "${EIGHT[@]}")" -N8 -n16 --map-by-device=gpu true
+            expect_rc 0 || { echo "(step $i)"; return 1; }
+        fi
+    done
+    NOTES+=("20 eight-node steps of 16 tasks: $((SECONDS - t0)) s")
+    expect_nothing_left && expect_idle
+}
+
 CASES=(
     "-N2 GPUs of two vendors: local ids restart per node, each node's own UUIDs and host|c_two_vendors"
     "--distribution=cyclic and block|c_cyclic_block"
@@ -512,28 +567,13 @@ CASES=(
     "a batch job's #SBATCH --map-by-device reaches its steps on every node|c_batch"
     "GRES GPUs across two nodes|c_gres"
     "20 consecutive multi-node steps, nothing left behind|c_twenty_steps"
+    "eight nodes: a 16-task step mapped on every node from its cache (gpu, gpu:adapters)|c_eight_nodes"
+    "eight nodes: one refuses (no GPU, bad topology): the step ends everywhere, no drain|c_eight_refusal"
+    "eight nodes: a heterogeneous step of two four-node components|c_eight_het"
+    "eight nodes: 20 consecutive 16-task steps, nothing left behind|c_eight_twenty"
 )
 
 # --- Main --------------------------------------------------------------------------------
-
-summary() {
-    if ((FAILED > 0)); then
-        printf '\nfailed: %s\n' "${FAILED_NAMES[@]}"
-        [[ -n ${E2E_DIR:-} ]] && mn_dump_logs
-    fi
-    local n
-    for n in "${NOTES[@]}"; do printf 'note: %s\n' "$n"; done
-    for n in "${SKIPS[@]}"; do printf 'skipped: %s\n' "$n"; done
-    echo "$PASSED passed, $FAILED failed"
-}
-
-abort() {
-    FAILED=$((FAILED + 1))
-    FAILED_NAMES+=("$1")
-    printf 'FAIL  %s\n' "$1"
-    summary
-    exit 1
-}
 
 # xml_info FILE BUSID KEY: the first info KEY after the PCI function BUSID.
 xml_info() {
@@ -589,7 +629,7 @@ EOF
 
     mn_net_up || abort "creating the network namespaces"
     local t_start=$SECONDS
-    mn_cluster_start || { mn_dump_logs; abort "starting the three-node cluster"; }
+    mn_cluster_start || { mn_dump_logs; abort "starting the ${#MN_NODES[@]}-node cluster"; }
     NOTES+=("cluster start took $((SECONDS - t_start)) s")
     for entry in "${wanted[@]}"; do
         run_case "${entry%%|*}" "${entry##*|}"
