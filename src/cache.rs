@@ -157,21 +157,125 @@ pub struct Cached {
 }
 
 /// Why the cache was not used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum Miss {
-    /// There is no cache file (slurmd did not write one): not worth more than a debug line.
-    Absent(String),
+    /// There is no cache (slurmd did not write one): not worth more than a debug line.
+    #[error(transparent)]
+    Absent(Absent),
     /// There is one, but it must not be used: the admin should hear of it.
-    Rejected(String),
+    #[error(transparent)]
+    Rejected(Rejected),
 }
 
-impl std::fmt::Display for Miss {
+/// What of the cache is not there.
+#[derive(Debug, thiserror::Error)]
+pub enum Absent {
+    #[error("no cache directory {}", .0.display())]
+    Directory(PathBuf),
+    #[error("no cache file {}", .0.display())]
+    File(PathBuf),
+}
+
+/// A cache file at `path` that the steps must not use, and why.
+#[derive(Debug, thiserror::Error)]
+pub struct Rejected {
+    pub path: PathBuf,
+    pub why: Rejection,
+}
+
+impl std::fmt::Display for Rejected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Miss::Absent(m) | Miss::Rejected(m) => f.write_str(m),
+        match &self.why {
+            // Before any file is looked at: the reader's own problem, not the cache's.
+            why @ Rejection::PluginIdentity(_) => write!(f, "{why}"),
+            why => write!(f, "cache {} not used: {why}", self.path.display()),
         }
     }
 }
+
+/// Why a cache file that is there must not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    /// The reading plugin cannot name its own file, so cannot tell which build wrote the cache.
+    #[error("cannot identify the plugin's own file: {0}")]
+    PluginIdentity(#[source] io::Error),
+    /// The cache directory fails the trust rule or cannot be opened.
+    #[error("{0}")]
+    Directory(#[source] TrustError),
+    /// The cache file fails the trust rule (only the problem is told: the path is already) or
+    /// cannot be opened.
+    #[error("{}", match .0 { TrustError::Untrusted { problem, .. } => problem.clone(), e => e.to_string() })]
+    File(#[source] TrustError),
+    #[error("cannot read it: {0}")]
+    Read(#[source] io::Error),
+    #[error("larger than {MAX_BYTES} bytes")]
+    TooLarge,
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    #[error(transparent)]
+    Writer(#[from] WriterGone),
+    /// The cache names another build of the plugin than the reader's.
+    #[error("written by another build of the plugin (the .so was replaced: restart slurmd to rewrite the cache)")]
+    OtherBuild { cached: String, reader: String },
+    #[error("cannot read the boot id: {0}")]
+    BootId(#[source] io::Error),
+    #[error("written before the node last booted")]
+    OldBoot { cached: String, now: String },
+}
+
+impl Miss {
+    /// A reader that cannot name its own plugin file (`io`) cannot use the cache in `dir`.
+    pub fn plugin_identity(dir: &Path, io: io::Error) -> Miss {
+        Miss::Rejected(Rejected { path: dir.join(FILE_NAME), why: Rejection::PluginIdentity(io) })
+    }
+}
+
+/// Why a cache file's bytes are not a cache this plugin reads ([`parse`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// serde's words about the JSON.
+    #[error("not a cache this plugin can read ({}); slurmd rewrites it when it restarts", serde_words(.0))]
+    Json(#[source] serde_json::Error),
+    #[error("format {0} (this plugin reads {FORMAT}); restart slurmd to rewrite it")]
+    Format(u32),
+}
+
+/// serde quotes a bad enum word as it is (control characters too): escaped and cut short,
+/// since the line goes to slurmd.log.
+fn serde_words(e: &serde_json::Error) -> String {
+    let mut why = crate::text::printable(&e.to_string());
+    if why.len() > 400 {
+        let cut = (0..=400).rev().find(|&i| why.is_char_boundary(i)).unwrap_or(0);
+        why.truncate(cut);
+        why.push_str("...");
+    }
+    why
+}
+
+/// Why the cache's writer is not proven alive ([`liveness`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriterGone {
+    /// `topology.lock` could not be examined (the trust rule's words).
+    #[error("{0}")]
+    LockUnreadable(String),
+    /// The kernel would not say whether the cache file is write-locked.
+    #[error("cannot ask for its lock: {0}")]
+    LockProbe(String),
+    #[error("{STOPPED}: there is no {LOCK_NAME}")]
+    NoLockFile,
+    /// The lock file fails the trust rule (`problem`: its kind or owner or mode).
+    #[error("{LOCK_NAME} {0}")]
+    LockUntrusted(String),
+    #[error("{LOCK_NAME} can be opened by others (mode {0:04o}), so its lock proves nothing")]
+    LockOpenToOthers(u32),
+    /// The lock file is `found` (`dev:ino`), the cache names `recorded`.
+    #[error("{STOPPED}: {LOCK_NAME} is not the one the cache names")]
+    OtherLock { recorded: String, found: String },
+    #[error("{STOPPED}")]
+    Stopped,
+}
+
+const STOPPED: &str = "no running slurmd holds it (written by a slurmd that has stopped, or copied by hand)";
 
 /// Why slurmd could not write the topology cache (the steps then discover the node
 /// themselves). Each message says what failed and on what.
@@ -190,9 +294,9 @@ pub enum WriteError {
     ExamineLock(#[source] io::Error),
     #[error("cannot read this process's pid and start time in /proc: {0}")]
     OwnProcess(#[source] io::Error),
-    /// The discovery's own message.
+    /// The discovery's own error.
     #[error("{0}")]
-    Discovery(String),
+    Discovery(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot read the boot id: {0}")]
     BootId(#[source] io::Error),
     #[error("cannot serialize the topology: {0}")]
@@ -254,10 +358,10 @@ impl Written {
 
 /// slurmd, at its start, as root: (re)writes the cache in `dir` with the topology that
 /// `discover` finds. `plugin` is the writing plugin's [`plugin_identity`].
-pub fn write(
+pub fn write<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     dir: &Path,
     plugin: &str,
-    discover: impl FnOnce() -> Result<Topology, String>,
+    discover: impl FnOnce() -> Result<Topology, E>,
 ) -> Result<Written, WriteError> {
     let cache_dir = TrustedDir::open_or_create(dir, 0o755).map_err(WriteError::CacheDir)?;
     crate::test_hooks::pause("cache-dir-opened");
@@ -271,7 +375,7 @@ pub fn write(
 
     let me = own_process().map_err(WriteError::OwnProcess)?;
     let start = Instant::now();
-    let topology = discover().map_err(WriteError::Discovery)?;
+    let topology = discover().map_err(|e| WriteError::Discovery(e.into()))?;
     let discovery_ms = start.elapsed().as_secs_f64() * 1e3;
     let file = CacheFile {
         format: FORMAT,
@@ -321,36 +425,32 @@ pub fn write(
 /// `plugin` is the reading plugin's [`plugin_identity`]; `None` skips that one test.
 pub fn read(dir: &Path, plugin: Option<&str>) -> Result<Cached, Miss> {
     let path = dir.join(FILE_NAME);
-    let reject = |why: String| Miss::Rejected(format!("cache {} not used: {why}", path.display()));
+    let reject = |why: Rejection| Miss::Rejected(Rejected { path: path.clone(), why });
     let cache_dir = match TrustedDir::open(dir) {
         Ok(d) => d,
-        Err(e) if e.is_not_found() => return Err(Miss::Absent(format!("no cache directory {}", dir.display()))),
-        Err(e) => return Err(reject(e.to_string())),
+        Err(e) if e.is_not_found() => return Err(Miss::Absent(Absent::Directory(dir.to_path_buf()))),
+        Err(e) => return Err(reject(Rejection::Directory(e))),
     };
     let (file, meta) = match cache_dir.open_file(FILE_NAME, MAX_BYTES) {
         Ok(opened) => opened,
-        Err(e) if e.is_not_found() => return Err(Miss::Absent(format!("no cache file {}", path.display()))),
-        Err(TrustError::Untrusted { problem, .. }) => return Err(reject(problem)),
-        Err(e) => return Err(reject(e.to_string())),
+        Err(e) if e.is_not_found() => return Err(Miss::Absent(Absent::File(path))),
+        Err(e) => return Err(reject(Rejection::File(e))),
     };
     let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
-    (&file).take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| reject(format!("cannot read it: {e}")))?;
+    (&file).take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| reject(Rejection::Read(e)))?;
     if bytes.len() as u64 > MAX_BYTES {
-        return Err(reject(format!("larger than {MAX_BYTES} bytes")));
+        return Err(reject(Rejection::TooLarge));
     }
-    let cached = parse(&bytes).map_err(reject)?;
-    writer_alive(&cache_dir, &cached, &file).map_err(reject)?;
+    let cached = parse(&bytes).map_err(|e| reject(e.into()))?;
+    writer_alive(&cache_dir, &cached, &file).map_err(|e| reject(e.into()))?;
     if let Some(me) = plugin {
         if cached.plugin != me {
-            return Err(reject(
-                "written by another build of the plugin (the .so was replaced: restart slurmd to rewrite the cache)"
-                    .into(),
-            ));
+            return Err(reject(Rejection::OtherBuild { cached: cached.plugin, reader: me.to_string() }));
         }
     }
-    let boot = boot_id().map_err(|e| reject(format!("cannot read the boot id: {e}")))?;
+    let boot = boot_id().map_err(|e| reject(Rejection::BootId(e)))?;
     if cached.boot_id != boot {
-        return Err(reject("written before the node last booted".into()));
+        return Err(reject(Rejection::OldBoot { cached: cached.boot_id, now: boot }));
     }
     Ok(Cached {
         description: format!(
@@ -367,20 +467,10 @@ pub fn read(dir: &Path, plugin: Option<&str>) -> Result<Cached, Miss> {
 /// The contents of a cache file, from its bytes: this format, and a topology the planner
 /// can read. Pure (no file, no clock), so that it can be fuzzed; whether the file may be
 /// trusted, and whether its writer still runs, is [`read`]'s business.
-pub fn parse(bytes: &[u8]) -> Result<CacheFile, String> {
-    let cached: CacheFile = serde_json::from_slice(bytes).map_err(|e| {
-        // serde quotes a bad enum word as it is (control characters too): escaped and cut
-        // short, since the line goes to slurmd.log.
-        let mut why = crate::text::printable(&e.to_string());
-        if why.len() > 400 {
-            let cut = (0..=400).rev().find(|&i| why.is_char_boundary(i)).unwrap_or(0);
-            why.truncate(cut);
-            why.push_str("...");
-        }
-        format!("not a cache this plugin can read ({why}); slurmd rewrites it when it restarts")
-    })?;
+pub fn parse(bytes: &[u8]) -> Result<CacheFile, ParseError> {
+    let cached: CacheFile = serde_json::from_slice(bytes).map_err(ParseError::Json)?;
     if cached.format != FORMAT {
-        return Err(format!("format {} (this plugin reads {FORMAT}); restart slurmd to rewrite it", cached.format));
+        return Err(ParseError::Format(cached.format));
     }
     Ok(cached)
 }
@@ -391,9 +481,9 @@ pub fn parse(bytes: &[u8]) -> Result<CacheFile, String> {
 /// as long as it runs) or the writing process still runs (a root process with the recorded
 /// pid and start time). [`liveness`] decides. O(1) whatever other users do: one `fcntl` on
 /// a file no one else can lock, then (only without the lock) two small reads of `/proc`.
-fn writer_alive(dir: &TrustedDir, cached: &CacheFile, file: &File) -> Result<(), String> {
-    let meta = dir.stat(LOCK_NAME).map_err(|e| e.to_string())?;
-    let locked = write_locked(file).map_err(|e| format!("cannot ask for its lock: {e}"))?;
+fn writer_alive(dir: &TrustedDir, cached: &CacheFile, file: &File) -> Result<(), WriterGone> {
+    let meta = dir.stat(LOCK_NAME).map_err(|e| WriterGone::LockUnreadable(e.to_string()))?;
+    let locked = write_locked(file).map_err(|e| WriterGone::LockProbe(e.to_string()))?;
     let running = !locked && matches!(process_start(cached.writer_pid), Ok((start, 0)) if start == cached.writer_start);
     liveness(meta.as_ref(), &cached.lock, running, locked)
 }
@@ -407,25 +497,22 @@ pub fn liveness(
     recorded: &str,
     writer_running: bool,
     write_locked: bool,
-) -> Result<(), String> {
-    const STOPPED: &str = "no running slurmd holds it (written by a slurmd that has stopped, or copied by hand)";
-    let Some(meta) = lock else { return Err(format!("{STOPPED}: there is no {LOCK_NAME}")) };
+) -> Result<(), WriterGone> {
+    let Some(meta) = lock else { return Err(WriterGone::NoLockFile) };
     if let Some(problem) = trusted_fs::problem(Kind::File, meta.kind, meta.uid, meta.mode) {
-        return Err(format!("{LOCK_NAME} {problem}"));
+        return Err(WriterGone::LockUntrusted(problem));
     }
     if meta.mode & 0o077 != 0 {
-        return Err(format!(
-            "{LOCK_NAME} can be opened by others (mode {:04o}), so its lock proves nothing",
-            meta.mode
-        ));
+        return Err(WriterGone::LockOpenToOthers(meta.mode));
     }
-    if format!("{}:{}", meta.dev, meta.ino) != *recorded {
-        return Err(format!("{STOPPED}: {LOCK_NAME} is not the one the cache names"));
+    let found = format!("{}:{}", meta.dev, meta.ino);
+    if found != *recorded {
+        return Err(WriterGone::OtherLock { recorded: recorded.to_string(), found });
     }
     if writer_running || write_locked {
         Ok(())
     } else {
-        Err(STOPPED.into())
+        Err(WriterGone::Stopped)
     }
 }
 
@@ -566,8 +653,11 @@ mod tests {
         let good = Meta { kind: Kind::File, uid: 0, mode: 0o100600, size: 0, dev, ino: 5678 };
         let named = format!("{dev}:5678");
         assert_eq!(liveness(Some(&good), &named, false, true), Ok(()));
-        let refused = |m: Meta, recorded: &str, locked: bool| liveness(Some(&m), recorded, false, locked).unwrap_err();
-        assert!(liveness(None, &named, false, true).unwrap_err().contains("there is no topology.lock"));
+        let refused = |m: Meta, recorded: &str, locked: bool| {
+            liveness(Some(&m), recorded, false, locked).unwrap_err().to_string()
+        };
+        let none = liveness(None, &named, false, true).unwrap_err();
+        assert!(none == WriterGone::NoLockFile && none.to_string().contains("there is no topology.lock"));
         assert!(refused(Meta { uid: 1000, ..good }, &named, true).contains("owned by uid 1000"));
         assert!(refused(Meta { mode: 0o100644, ..good }, &named, true).contains("can be opened by others (mode"));
         assert!(refused(Meta { kind: Kind::Symlink, ..good }, &named, true).contains("symbolic link"));
@@ -634,7 +724,7 @@ mod tests {
     fn round_trip_while_the_writer_holds_its_lock() {
         let Some(d) = trusted_scratch("cache-roundtrip") else { return };
         let sub = d.join("sub");
-        let written = write(&sub, "me", || Ok(tiny())).unwrap();
+        let written = write(&sub, "me", || Ok::<_, io::Error>(tiny())).unwrap();
         let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
         assert_eq!((mode(&written.path), mode(&sub), mode(&sub.join(LOCK_NAME))), (0o644, 0o755, 0o600));
         let cached = read(&sub, Some("me")).map_err(|e| e.to_string()).unwrap();
@@ -654,7 +744,7 @@ mod tests {
     #[test]
     fn a_lock_anyone_can_take_proves_nothing() {
         let Some(d) = trusted_scratch("cache-lock") else { return };
-        let written = write(&d, "me", || Ok(tiny())).unwrap();
+        let written = write(&d, "me", || Ok::<_, io::Error>(tiny())).unwrap();
         let lock_path = d.join(LOCK_NAME);
         // The real writer stops (its lock goes; here the writer is this test process, so the
         // file is made to name a process that has ended), and another process locks the
@@ -698,7 +788,7 @@ mod tests {
     #[test]
     fn an_untrusted_or_foreign_file_is_rejected() {
         let Some(d) = trusted_scratch("cache-tampered") else { return };
-        let written = write(&d, "me", || Ok(tiny())).unwrap();
+        let written = write(&d, "me", || Ok::<_, io::Error>(tiny())).unwrap();
         let path = d.join(FILE_NAME);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         let e = read(&d, None).unwrap_err().to_string();
@@ -712,6 +802,8 @@ mod tests {
         assert!(read(&d, None).unwrap_err().to_string().contains("not a cache this plugin can read"));
         // A bad word is quoted escaped, on one line.
         let e = parse(br#"{"format":2,"topology":{"objects":[{"kind":"Numa\nNode"}]}}"#).unwrap_err();
+        assert!(matches!(e, ParseError::Json(_)), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains(r"unknown variant `Numa\nNode`") && !e.contains('\n'), "{e}");
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();

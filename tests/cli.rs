@@ -941,7 +941,7 @@ fn check_looks_at_this_machines_cache_file() {
 
     // What slurmd writes, with its lock held (by this test process, as root).
     let topology = map_by_device::load::from_xml_file(Path::new(&topo("e2e-2gpu.xml"))).unwrap();
-    let written = map_by_device::cache::write(&cache_dir, "test", || Ok(topology)).unwrap();
+    let written = map_by_device::cache::write(&cache_dir, "test", || Ok::<_, std::io::Error>(topology)).unwrap();
     let (out, code) = check();
     assert_eq!(code, absent_code, "{out}");
     assert!(out.contains("topology cache: used by the steps: slurmd's cache"), "{out}");

@@ -18,7 +18,7 @@ use map_by_device_fuzz::{assert_message, plan_and_check, SPECS};
 fuzz_target!(|data: &[u8]| {
     liveness(data);
     match map_by_device::cache::parse(data) {
-        Err(e) => assert_message("cache refusal", &e, 4096),
+        Err(e) => assert_message("cache refusal", &e.to_string(), 4096),
         Ok(cached) => {
             let mut topology = cached.topology;
             map_by_device::driver_ids::refresh_ib_port_states_with(&mut topology, |_, port| Some(format!("{port}: X")));
@@ -63,6 +63,6 @@ fn liveness(data: &[u8]) {
             assert_eq!(recorded, named, "trusted a lock file the cache does not name");
             assert!(running || locked, "trusted with neither the writer running nor its lock held");
         }
-        Err(e) => assert_message("liveness refusal", &e, 400),
+        Err(e) => assert_message("liveness refusal", &e.to_string(), 400),
     }
 }

@@ -16,7 +16,7 @@ pub fn write(dir: &Path, discover: impl FnOnce() -> Result<Topology, String>) ->
 
 /// A step, as the job's user: the cached topology, if it can be trusted.
 pub fn read(dir: &Path) -> Result<Cached, Miss> {
-    let me = plugin_identity().map_err(|e| Miss::Rejected(format!("cannot identify the plugin's own file: {e}")))?;
+    let me = plugin_identity().map_err(|e| Miss::plugin_identity(dir, e))?;
     cache::read(dir, Some(&me))
 }
 

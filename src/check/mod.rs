@@ -52,10 +52,10 @@ use crate::node::Node;
 use std::path::PathBuf;
 
 /// Everything [`check`] looks at.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CheckInput<'a> {
-    /// The node, or why its topology could not be loaded.
-    pub node: Result<&'a Node, String>,
+    /// The node, or why its topology could not be loaded (the loader's or the caller's error).
+    pub node: Result<&'a Node, &'a (dyn std::error::Error + 'static)>,
     /// Where the topology came from, in words (`this machine (live hwloc discovery)`).
     pub topology_source: String,
     pub setup: Setup,
@@ -84,7 +84,7 @@ pub struct NodeSlurm {
 
 /// What the caller found when it read the topology cache on this machine the way a step
 /// does ([`crate::cache::read`]): the description of a cache the steps would use, or why not.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct CacheProbe {
     /// `<cache_dir>/topology.json`.
     pub path: PathBuf,
@@ -253,14 +253,14 @@ pub fn cache_state(probe: &CacheProbe) -> CacheState {
     let path = probe.path.clone();
     match &probe.outcome {
         Ok(description) => CacheState::Trusted { path, description: description.clone() },
-        Err(crate::cache::Miss::Absent(why)) => CacheState::Absent { path, why: why.clone() },
-        Err(crate::cache::Miss::Rejected(why)) => CacheState::Untrusted { path, reasons: vec![why.clone()] },
+        Err(crate::cache::Miss::Absent(why)) => CacheState::Absent { path, why: why.to_string() },
+        Err(crate::cache::Miss::Rejected(why)) => CacheState::Untrusted { path, reasons: vec![why.to_string()] },
     }
 }
 
 /// How `d` is named, or the refusal a job mapping it alone would get (the engine's words).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::Config;
 
@@ -307,8 +307,12 @@ mod tests {
 
     #[test]
     fn an_unloadable_topology_is_not_ready() {
+        let unreadable = crate::load::LoadError::Read {
+            path: "/x.xml".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
         let input = CheckInput {
-            node: Err("cannot read topology XML /x.xml".into()),
+            node: Err(&unreadable),
             topology_source: "/x.xml".into(),
             setup: Setup::NotExamined,
             problems: vec![],
@@ -319,8 +323,16 @@ mod tests {
         };
         let r = check(&input);
         assert!(!r.ready);
-        assert!(r.text.contains("cannot read topology XML /x.xml"), "{}", r.text);
+        assert!(r.text.contains(&format!("the topology cannot be loaded: {unreadable}")), "{}", r.text);
         assert!(r.text.contains("Ready: no, 1 problem:"), "{}", r.text);
+    }
+
+    /// A node that could not be loaded, for the tests of what else `check` says.
+    pub(super) fn no_topology() -> crate::load::LoadError {
+        crate::load::LoadError::Read {
+            path: "/t.xml".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        }
     }
 
     fn probe(outcome: Result<&str, crate::cache::Miss>) -> CacheProbe {
@@ -329,31 +341,38 @@ mod tests {
 
     #[test]
     fn the_cache_is_judged_by_the_steps_own_reader() {
-        use crate::cache::Miss;
+        use crate::cache::{Absent, Miss, Rejected, Rejection};
         let path = PathBuf::from("/run/map-by-device/topology.json");
         assert_eq!(
             cache_state(&probe(Ok("slurmd's cache"))),
             CacheState::Trusted { path: path.clone(), description: "slurmd's cache".into() }
         );
         assert_eq!(
-            cache_state(&probe(Err(Miss::Absent("no cache file".into())))),
-            CacheState::Absent { path: path.clone(), why: "no cache file".into() }
+            cache_state(&probe(Err(Miss::Absent(Absent::File(path.clone()))))),
+            CacheState::Absent { path: path.clone(), why: "no cache file /run/map-by-device/topology.json".into() }
         );
         assert_eq!(
-            cache_state(&probe(Err(Miss::Rejected("mode 0666".into())))),
-            CacheState::Untrusted { path, reasons: vec!["mode 0666".into()] }
+            cache_state(&probe(Err(Miss::Rejected(Rejected { path: path.clone(), why: Rejection::TooLarge })))),
+            CacheState::Untrusted {
+                path,
+                reasons: vec!["cache /run/map-by-device/topology.json not used: larger than 67108864 bytes".into()]
+            }
         );
     }
 
     #[test]
     fn the_cache_never_makes_a_node_unready() {
+        let none = no_topology();
         let input = CheckInput {
-            node: Err("no topology".into()),
+            node: Err(&none),
             topology_source: "this machine".into(),
             setup: Setup::Configured { entries: vec![], origin: "config file c".into(), config: Ok(Config::default()) },
             problems: vec![],
             notes: vec![],
-            cache: Some(probe(Err(crate::cache::Miss::Rejected("the directory is writable by others".into())))),
+            cache: Some(probe(Err(crate::cache::Miss::Rejected(crate::cache::Rejected {
+                path: "/run/map-by-device/topology.json".into(),
+                why: crate::cache::Rejection::OldBoot { cached: "a".into(), now: "b".into() },
+            })))),
             slurm: None,
             gres: None,
         };

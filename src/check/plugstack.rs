@@ -88,7 +88,7 @@ pub struct PluginEntry {
 }
 
 /// What the caller found about the plugin's configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Setup {
     /// No `plugstack.conf` or config file was examined (a preview of an XML).
     NotExamined,
@@ -98,7 +98,7 @@ pub enum Setup {
         entries: Vec<PluginEntry>,
         /// Where the settings come from, for the report (`FILE line N`, `config file F`).
         origin: String,
-        config: Result<Config, String>,
+        config: Result<Config, crate::config::ConfigError>,
     },
     /// The `plugstack.conf` files read do not load the plugin.
     NotEnabled {

@@ -187,8 +187,9 @@ mod tests {
         built: Option<Result<SlurmVersion, PluginVersionError>>,
         node: Option<Result<NodeSlurm, NodeSlurmError>>,
     ) -> CheckReport {
+        let none = crate::check::tests::no_topology();
         let input = CheckInput {
-            node: Err("no topology".into()),
+            node: Err(&none),
             topology_source: "this machine".into(),
             setup: Setup::Configured {
                 entries: vec![entry(built)],

@@ -20,11 +20,11 @@ pub(crate) fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
         Setup::Configured { config: Ok(c), .. } => (c.clone(), true),
         _ => (Config::default(), false),
     };
-    let node = node_with(&args.source, &config, configured).map_err(|e| e.to_string());
+    let node = node_with(&args.source, &config, configured);
     let mut problems = found.problems;
     let gres = node.as_ref().ok().and_then(|n| gres_input(args, n, &mut problems)).transpose()?;
     let input = CheckInput {
-        node: node.as_ref().map_err(Clone::clone),
+        node: node.as_ref().map_err(|e| e as &(dyn std::error::Error + 'static)),
         topology_source: topology_source(&args.source, &config),
         cache: cache_probe(args, &setup, &config, configured),
         slurm: slurm_of(&setup),
@@ -139,7 +139,7 @@ fn plugin_setup(
                     Config::from_plugin_args_reading(&plugin_args, |p| Config::from_draft(p, "given with --config"))
                 }
             };
-            Setup::Configured { entries: found.entries.clone(), origin, config: config.map_err(|e| e.to_string()) }
+            Setup::Configured { entries: found.entries.clone(), origin, config }
         }
     };
     Ok((setup, notes))
