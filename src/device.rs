@@ -105,18 +105,16 @@ impl GpuIdentity {
     /// An AMD identity from the unique id as hwloc's ROCm SMI backend (`AMDUUID`, `%llx`,
     /// leading zeros dropped) or the amdgpu driver (`%016llx`) writes it; ROCr wants `GPU-` +
     /// 16 hex digits. AMD SMI's 8-4-4-4-12 form is no ROCr token; zero means "no id".
-    pub fn amd(value: &str) -> Result<GpuIdentity, String> {
+    pub fn amd(value: &str) -> Result<GpuIdentity, AmdIdError> {
         let v = value.trim().trim_start_matches("0x").to_ascii_lowercase();
         if v.contains('-') {
-            return Err("the AMD SMI UUID form (8-4-4-4-12) is not accepted by ROCR_VISIBLE_DEVICES; use an hwloc \
-                        whose RSMI backend uses ROCm SMI (HWLOC_RSMI_BACKEND=rocm) or the driver's unique_id"
-                .into());
+            return Err(AmdIdError::SmiForm { value: value.to_string() });
         }
         if v.is_empty() || v.len() > 16 || !v.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err("not up to 16 hex digits".into());
+            return Err(AmdIdError::NotHex { value: value.to_string() });
         }
         if v.chars().all(|c| c == '0') {
-            return Err("zero means the GPU has no unique id".into());
+            return Err(AmdIdError::Zero);
         }
         Ok(GpuIdentity::Amd { unique_id: format!("{v:0>16}") })
     }
@@ -129,6 +127,21 @@ impl GpuIdentity {
             GpuIdentity::LevelZero { driver, device } => format!("ze:{driver}.{device}"),
         }
     }
+}
+
+/// Why an AMD unique id is not one ROCr takes ([`GpuIdentity::amd`]); the caller names the
+/// value's source (and quotes it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AmdIdError {
+    #[error(
+        "the AMD SMI UUID form (8-4-4-4-12) is not accepted by ROCR_VISIBLE_DEVICES; use an hwloc whose RSMI \
+         backend uses ROCm SMI (HWLOC_RSMI_BACKEND=rocm) or the driver's unique_id"
+    )]
+    SmiForm { value: String },
+    #[error("not up to 16 hex digits")]
+    NotHex { value: String },
+    #[error("zero means the GPU has no unique id")]
+    Zero,
 }
 
 /// Where a GPU's identity came from.

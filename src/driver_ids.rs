@@ -33,8 +33,24 @@ pub enum DriverFileProblem {
     Unreadable(std::io::Error),
     #[error("{0} bytes, too large for a driver file")]
     TooLarge(u64),
-    #[error("{0}")]
-    Malformed(String),
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
+}
+
+/// What a driver file that was read says wrong, or leaves out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error("malformed GPU UUID {0:?}")]
+    GpuUuid(String),
+    #[error("no 'GPU UUID:' line (the driver leaves it out when its UUID cache is invalid)")]
+    NoGpuUuid,
+    #[error("malformed Device Minor {}", crate::text::excerpt(.0))]
+    DeviceMinor(String),
+    #[error("no 'Device Minor:' line")]
+    NoDeviceMinor,
+    /// AMD's `unique_id`.
+    #[error(transparent)]
+    AmdId(#[from] crate::device::AmdIdError),
 }
 
 /// Where driver files are read from: the roots the admin's config gives (or `/proc`, `/sys`
@@ -70,7 +86,7 @@ pub fn amd_path(sys_root: &Path, busid: PciBusId) -> PathBuf {
 
 /// Reads the `GPU UUID:` line of an NVIDIA information file (tabs and spaces mixed: split
 /// at the first `:` and trim).
-pub fn parse_nvidia_information(text: &str) -> Result<String, String> {
+pub fn parse_nvidia_information(text: &str) -> Result<String, Malformed> {
     for line in text.lines() {
         let Some((key, value)) = line.split_once(':') else { continue };
         if key.trim() == "GPU UUID" {
@@ -83,24 +99,24 @@ pub fn parse_nvidia_information(text: &str) -> Result<String, String> {
             return if ok {
                 Ok(format!("GPU-{}", hex.to_ascii_lowercase()))
             } else {
-                Err(format!("malformed GPU UUID {uuid:?}"))
+                Err(Malformed::GpuUuid(uuid.to_string()))
             };
         }
     }
-    Err("no 'GPU UUID:' line (the driver leaves it out when its UUID cache is invalid)".into())
+    Err(Malformed::NoGpuUuid)
 }
 
 /// Reads the `Device Minor:` line of an NVIDIA information file: `N` of the GPU's
 /// `/dev/nvidiaN`, which a hand-written gres.conf names (`map-by-device check`).
-pub fn parse_nvidia_minor(text: &str) -> Result<u32, String> {
+pub fn parse_nvidia_minor(text: &str) -> Result<u32, Malformed> {
     for line in text.lines() {
         let Some((key, value)) = line.split_once(':') else { continue };
         if key.trim() == "Device Minor" {
             let value = value.trim();
-            return value.parse::<u32>().map_err(|_| format!("malformed Device Minor {}", crate::text::excerpt(value)));
+            return value.parse::<u32>().map_err(|_| Malformed::DeviceMinor(value.to_string()));
         }
     }
-    Err("no 'Device Minor:' line".into())
+    Err(Malformed::NoDeviceMinor)
 }
 
 /// The `/dev/nvidiaN` minor number of the NVIDIA GPU at `busid`, from
@@ -108,7 +124,7 @@ pub fn parse_nvidia_minor(text: &str) -> Result<u32, String> {
 pub fn nvidia_minor(proc_root: &Path, busid: PciBusId) -> Result<Option<u32>, DriverFileError> {
     let path = nvidia_path(proc_root, busid);
     let Some(text) = read_small(&path)? else { return Ok(None) };
-    parse_nvidia_minor(&text).map(Some).map_err(|m| DriverFileError { path, problem: DriverFileProblem::Malformed(m) })
+    parse_nvidia_minor(&text).map(Some).map_err(|m| DriverFileError { path, problem: m.into() })
 }
 
 /// The identity of the GPU at `busid` from its driver's files, if the roots are set and the
@@ -118,15 +134,14 @@ pub fn lookup(
     busid: PciBusId,
     roots: Roots<'_>,
 ) -> Result<Option<(GpuIdentity, IdentitySource)>, DriverFileError> {
-    type Parser = fn(&str) -> Result<GpuIdentity, String>;
+    type Parser = fn(&str) -> Result<GpuIdentity, Malformed>;
     let Some(path) = driver_file(vendor, busid, roots) else { return Ok(None) };
     let parse: Parser = match vendor {
         Vendor::Nvidia => |t| parse_nvidia_information(t).map(|uuid| GpuIdentity::Nvidia { uuid }),
-        _ => GpuIdentity::amd,
+        _ => |t| GpuIdentity::amd(t).map_err(Malformed::from),
     };
     let Some(text) = read_small(&path)? else { return Ok(None) };
-    let id =
-        parse(&text).map_err(|m| DriverFileError { path: path.clone(), problem: DriverFileProblem::Malformed(m) })?;
+    let id = parse(&text).map_err(|m| DriverFileError { path: path.clone(), problem: m.into() })?;
     Ok(Some((id, IdentitySource::DriverFile { path: path.display().to_string() })))
 }
 
@@ -257,10 +272,10 @@ mod tests {
     fn device_minors_are_read_from_the_information_file() {
         let text = "GPU UUID:     \t GPU-2fa8685e-6ae2-c4f4-39df-551ea6a96245\nDevice Minor: \t 3\n";
         assert_eq!(parse_nvidia_minor(text), Ok(3));
-        assert!(parse_nvidia_minor("Device Minor: x\n").unwrap_err().contains("malformed Device Minor x"));
-        let long = parse_nvidia_minor(&format!("Device Minor: {}\n", "9".repeat(1 << 16))).unwrap_err();
+        assert_eq!(parse_nvidia_minor("Device Minor: x\n").unwrap_err().to_string(), "malformed Device Minor x");
+        let long = parse_nvidia_minor(&format!("Device Minor: {}\n", "9".repeat(1 << 16))).unwrap_err().to_string();
         assert!(long.len() < 200 && long.ends_with("(65536 bytes)"), "{long}");
-        assert!(parse_nvidia_minor("Model: A100\n").unwrap_err().contains("no 'Device Minor:' line"));
+        assert_eq!(parse_nvidia_minor("Model: A100\n"), Err(Malformed::NoDeviceMinor));
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("topologies/drivers/nvidia/proc");
         assert_eq!(nvidia_minor(&root, "0000:ca:00.0".parse().unwrap()).unwrap(), Some(1));
         assert_eq!(nvidia_minor(&root, "0000:99:00.0".parse().unwrap()).unwrap(), None);
@@ -336,7 +351,7 @@ mod tests {
     #[test]
     fn nvidia_information_uuid_line() {
         assert_eq!(parse_nvidia_information(INFO).unwrap(), "GPU-46f7e0a2-1c3b-4d5e-8f90-0a1b2c3d4e5f");
-        assert!(parse_nvidia_information("Model: x\n").unwrap_err().contains("no 'GPU UUID:'"));
-        assert!(parse_nvidia_information("GPU UUID: GPU-zz\n").unwrap_err().contains("GPU-zz"));
+        assert!(parse_nvidia_information("Model: x\n").unwrap_err().to_string().contains("no 'GPU UUID:'"));
+        assert_eq!(parse_nvidia_information("GPU UUID: GPU-zz\n"), Err(Malformed::GpuUuid("GPU-zz".into())));
     }
 }

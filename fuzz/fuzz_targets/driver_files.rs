@@ -26,7 +26,7 @@ fn nvidia(file: &str) {
             assert_eq!(lens, [8, 4, 4, 4, 12], "{uuid:?}");
             assert!(groups.iter().all(|g| lower_hex(g)), "{uuid:?}");
         }
-        Err(e) => assert_message("NVIDIA information", &e, 160 + 10 * file.len()),
+        Err(e) => assert_message("NVIDIA information", &e.to_string(), 160 + 10 * file.len()),
     }
 }
 
@@ -37,7 +37,7 @@ fn amd(file: &str) {
             assert!(unique_id.len() == 16 && lower_hex(unique_id) && unique_id.bytes().any(|b| b != b'0'));
             assert_eq!(id.display_id(), format!("GPU-{unique_id}"));
         }
-        Err(e) => assert_message("AMD unique_id", &e, 1024),
+        Err(e) => assert_message("AMD unique_id", &e.to_string(), 1024),
     }
 }
 

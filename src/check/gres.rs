@@ -24,7 +24,7 @@ pub struct GresInput {
     /// Where the NVIDIA driver files were read (`None`: not read, no proc root).
     pub proc_root: Option<String>,
     /// The `/dev/nvidiaN` minor of each NVIDIA GPU of the node, by bus id, or why unknown.
-    pub nvidia_minors: Vec<(String, Result<u32, String>)>,
+    pub nvidia_minors: Vec<(String, Result<u32, MinorUnknown>)>,
 }
 
 /// One GPU of gres.conf for this node, in Slurm's index order.
@@ -37,7 +37,72 @@ pub struct GresGpu {
     pub gpu_type: Option<String>,
     pub cores: Option<String>,
     /// The GPU the file is (bus id, name, and how it was matched), or why it is not known.
-    pub matched: Result<(String, String, String), String>,
+    pub matched: Result<(String, String, String), Unmatched>,
+}
+
+/// Why an NVIDIA GPU's `/dev/nvidiaN` minor is not known ([`read_input`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MinorUnknown {
+    /// The driver's information file is not there.
+    #[error("no {}", .0.display())]
+    NoFile(std::path::PathBuf),
+    /// It is there but says no minor (the driver file error's words).
+    #[error("{0}")]
+    Unreadable(String),
+}
+
+/// Why a gres.conf `File=` cannot be told to be one of the node's GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unmatched {
+    /// Not yet matched ([`parse`] leaves every file so until [`check`] matches it).
+    #[error("not matched")]
+    NotYet,
+    /// The file was matched (`how`) to a function that is not one of the node's GPUs.
+    #[error("{how}, which is not one of this node's GPUs")]
+    NotAGpu { how: String },
+    #[error("no NVIDIA driver files are read (give --proc-root, the node's /proc)")]
+    NoProcRoot,
+    #[error("no GPU's driver file under {root} says Device Minor {minor}")]
+    NoMinor { root: String, minor: u32 },
+    #[error("hwloc reports no {0} on this node")]
+    NoDrm(String),
+    #[error("neither /dev/nvidiaN nor /dev/dri/renderDN or cardN: cannot tell which GPU it is")]
+    UnknownKind,
+}
+
+/// Why a hostlist expression (`/dev/nvidia[0-3]`, `node[01-04]`) cannot be expanded; each
+/// keeps the item and, where one is at fault, the range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostlistError {
+    #[error("unbalanced ']' in {item:?}")]
+    UnbalancedClose { item: String },
+    #[error("unclosed '[' in {item:?}")]
+    Unclosed { item: String },
+    #[error("{range:?} in {item:?} is not a number or a range N-M")]
+    NotANumber { range: String, item: String },
+    #[error("range {range:?} in {item:?} is empty or too large")]
+    BadRange { range: String, item: String },
+    #[error("{item:?} names more than {MAX_EXPANSION} items")]
+    TooMany { item: String },
+}
+
+/// A gres.conf line slurmd would refuse, by its number, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
+pub struct LineError {
+    pub line: usize,
+    pub problem: LineProblem,
+}
+
+/// What is wrong with a gres.conf line ([`LineError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineProblem {
+    /// Its `NodeName=` hostlist.
+    #[error(transparent)]
+    NodeName(HostlistError),
+    /// Its `File=` value.
+    #[error("File={files}: {source}")]
+    File { files: String, source: HostlistError },
 }
 
 /// What the gres.conf check found.
@@ -66,7 +131,7 @@ const MAX_EXPANSION: usize = 4096;
 /// Expands a Slurm hostlist-style expression (`/dev/nvidia[0-3]`, `node[01-04,7]`, `a,b`):
 /// items separated by top-level commas, each bracket a list of numbers and ranges whose
 /// width (leading zeros) the first number sets.
-pub fn expand(expr: &str) -> Result<Vec<String>, String> {
+pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
     let mut out = Vec::new();
     let mut depth = 0;
     let mut start = 0;
@@ -85,30 +150,33 @@ pub fn expand(expr: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
+fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), HostlistError> {
     let Some(open) = item.find('[') else {
         if item.contains(']') {
-            return Err(format!("unbalanced ']' in {item:?}"));
+            return Err(HostlistError::UnbalancedClose { item: item.to_string() });
         }
         out.push(item.to_string());
         return Ok(());
     };
-    let close = item[open..].find(']').map(|c| open + c).ok_or_else(|| format!("unclosed '[' in {item:?}"))?;
+    let close =
+        item[open..].find(']').map(|c| open + c).ok_or_else(|| HostlistError::Unclosed { item: item.to_string() })?;
     let (head, ranges, tail) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
     for range in ranges.split(',') {
         let (a, b) = range.split_once('-').unwrap_or((range, range));
         let number = |t: &str| {
-            t.trim().parse::<u64>().map_err(|_| format!("{range:?} in {item:?} is not a number or a range N-M"))
+            t.trim()
+                .parse::<u64>()
+                .map_err(|_| HostlistError::NotANumber { range: range.to_string(), item: item.to_string() })
         };
         let (lo, hi) = (number(a)?, number(b)?);
         if lo > hi || hi - lo >= MAX_EXPANSION as u64 {
-            return Err(format!("range {range:?} in {item:?} is empty or too large"));
+            return Err(HostlistError::BadRange { range: range.to_string(), item: item.to_string() });
         }
         let width = a.trim().len();
         for n in lo..=hi {
             expand_item(&format!("{head}{n:0width$}{tail}"), out)?;
             if out.len() > MAX_EXPANSION {
-                return Err(format!("{item:?} names more than {MAX_EXPANSION} items"));
+                return Err(HostlistError::TooMany { item: item.to_string() });
             }
         }
     }
@@ -140,7 +208,7 @@ pub fn node_names(host: &str) -> Vec<String> {
 }
 
 /// Whether a line with `NodeName=names` (a hostlist) applies to a node called any of `hosts`.
-fn names_host(names: &str, hosts: &[String]) -> Result<bool, String> {
+fn names_host(names: &str, hosts: &[String]) -> Result<bool, HostlistError> {
     Ok(names.eq_ignore_ascii_case("all") || expand(names)?.iter().any(|n| hosts.contains(n)))
 }
 
@@ -158,7 +226,7 @@ struct Parsed {
 /// The GPU files gres.conf gives the node called `hosts`, in Slurm's index order, with their
 /// line, `Type=` and `Cores=`, and the `AutoDetect=` in force; `Err` names the line Slurm
 /// would refuse.
-fn parse(text: &str, hosts: &[String]) -> Result<Parsed, String> {
+fn parse(text: &str, hosts: &[String]) -> Result<Parsed, LineError> {
     let mut found = Parsed::default();
     let mut pending = String::new();
     for (i, raw) in text.lines().enumerate() {
@@ -171,10 +239,10 @@ fn parse(text: &str, hosts: &[String]) -> Result<Parsed, String> {
         let line = std::mem::take(&mut pending) + raw;
         let words = words(&line);
         let get = |k: &str| words.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-        let fail = |e: String| format!("line {}: {e}", i + 1);
+        let fail = |problem| LineError { line: i + 1, problem };
         let is_gpu = get("name").is_some_and(|n| n.eq_ignore_ascii_case("gpu"));
         if let Some(names) = get("nodename") {
-            if !names_host(&names, hosts).map_err(fail)? {
+            if !names_host(&names, hosts).map_err(|e| fail(LineProblem::NodeName(e)))? {
                 if is_gpu && !found.other_nodes.contains(&names) {
                     found.other_nodes.push(names);
                 }
@@ -189,14 +257,14 @@ fn parse(text: &str, hosts: &[String]) -> Result<Parsed, String> {
         }
         found.own_gpu_lines = true;
         let Some(files) = get("file") else { continue };
-        for file in expand(&files).map_err(|e| fail(format!("File={files}: {e}")))? {
+        for file in expand(&files).map_err(|source| fail(LineProblem::File { files: files.clone(), source }))? {
             found.gpus.push(GresGpu {
                 index: found.gpus.len(),
                 line: i + 1,
                 file,
                 gpu_type: get("type"),
                 cores: get("cores"),
-                matched: Err(String::new()),
+                matched: Err(Unmatched::NotYet),
             });
         }
     }
@@ -204,30 +272,29 @@ fn parse(text: &str, hosts: &[String]) -> Result<Parsed, String> {
 }
 
 /// The GPU `file` is on `node`: its bus id, name, and how that was found.
-fn match_file(file: &str, node: &Node, input: &GresInput) -> Result<(String, String, String), String> {
+fn match_file(file: &str, node: &Node, input: &GresInput) -> Result<(String, String, String), Unmatched> {
     let gpus = node.class_indexes(DeviceClass::Gpu);
     let named = |busid: &str, how: String| {
         let name = gpus.iter().map(|&i| &node.devices[i]).find(|d| d.busid_text() == busid).map(|d| d.name.clone());
-        name.map(|n| (busid.to_string(), n, how.clone()))
-            .ok_or_else(|| format!("{how}, which is not one of this node's GPUs"))
+        name.map(|n| (busid.to_string(), n, how.clone())).ok_or_else(|| Unmatched::NotAGpu { how: how.clone() })
     };
     if let Some(minor) = file.strip_prefix("/dev/nvidia").and_then(|m| m.parse::<u32>().ok()) {
         let Some(root) = &input.proc_root else {
-            return Err("no NVIDIA driver files are read (give --proc-root, the node's /proc)".into());
+            return Err(Unmatched::NoProcRoot);
         };
         return match input.nvidia_minors.iter().find(|(_, m)| m.as_ref() == Ok(&minor)) {
             Some((busid, _)) => named(busid, format!("Device Minor {minor}")),
-            None => Err(format!("no GPU's driver file under {root} says Device Minor {minor}")),
+            None => Err(Unmatched::NoMinor { root: root.clone(), minor }),
         };
     }
     if let Some(drm) = file.strip_prefix("/dev/dri/") {
         let function = node.topology.pci.iter().find(|f| f.osdevs.iter().any(|o| o.name == drm));
         return match function {
             Some(f) => named(&f.busid.to_string(), format!("hwloc's {drm}")),
-            None => Err(format!("hwloc reports no {drm} on this node")),
+            None => Err(Unmatched::NoDrm(drm.to_string())),
         };
     }
-    Err("neither /dev/nvidiaN nor /dev/dri/renderDN or cardN: cannot tell which GPU it is".into())
+    Err(Unmatched::UnknownKind)
 }
 
 /// Checks gres.conf's GPUs for `node`; a wrong order (or a file Slurm would refuse) is a
@@ -357,8 +424,8 @@ pub fn read_input(path: &std::path::Path, node: &Node) -> std::io::Result<GresIn
             let root = proc_root?;
             let minor = match crate::driver_ids::nvidia_minor(root, busid) {
                 Ok(Some(m)) => Ok(m),
-                Ok(None) => Err(format!("no {}", crate::driver_ids::nvidia_path(root, busid).display())),
-                Err(e) => Err(e.to_string()),
+                Ok(None) => Err(MinorUnknown::NoFile(crate::driver_ids::nvidia_path(root, busid))),
+                Err(e) => Err(MinorUnknown::Unreadable(e.to_string())),
             };
             Some((text, minor))
         })
@@ -384,10 +451,12 @@ mod tests {
         assert_eq!(expand("/dev/nvidia[2,0]").unwrap(), ["/dev/nvidia2", "/dev/nvidia0"]);
         assert_eq!(expand("node[01-02,10],login").unwrap(), ["node01", "node02", "node10", "login"]);
         assert_eq!(expand("/dev/dri/renderD128").unwrap(), ["/dev/dri/renderD128"]);
-        assert!(expand("/dev/nvidia[0-").unwrap_err().contains("unclosed '['"));
-        assert!(expand("/dev/nvidia[3-1]").unwrap_err().contains("empty or too large"));
-        assert!(expand("/dev/nvidia[a]").unwrap_err().contains("is not a number"));
-        assert!(expand("n[0-99999]").unwrap_err().contains("too large"));
+        let err = |e: &str| expand(e).unwrap_err().to_string();
+        assert_eq!(err("/dev/nvidia[0-"), r#"unclosed '[' in "/dev/nvidia[0-""#);
+        assert_eq!(err("/dev/nvidia[3-1]"), r#"range "3-1" in "/dev/nvidia[3-1]" is empty or too large"#);
+        assert_eq!(err("/dev/nvidia[a]"), r#""a" in "/dev/nvidia[a]" is not a number or a range N-M"#);
+        assert!(matches!(expand("n[0-99999]"), Err(HostlistError::BadRange { .. })));
+        assert_eq!(err("a]"), r#"unbalanced ']' in "a]""#);
     }
 
     #[test]
@@ -406,9 +475,13 @@ mod tests {
             gpus.iter().map(|g| (g.file.as_str(), g.line, g.cores.as_deref())).collect();
         assert_eq!(files, [("/dev/nvidia1", 4, Some("8-15")), ("/dev/nvidia0", 6, Some("0-7"))]);
         assert_eq!(gpus[1].index, 1);
-        assert!(parse("NodeName=n[1- Name=gpu File=/dev/nvidia0\n", &node_names("n1"))
-            .unwrap_err()
-            .starts_with("line 1: "));
+        let e = parse("NodeName=n[1- Name=gpu File=/dev/nvidia0\n", &node_names("n1")).unwrap_err();
+        assert_eq!(e.to_string(), r#"line 1: unclosed '[' in "n[1-""#);
+        let e = parse("Name=gpu File=/dev/nvidia[x]\n", &node_names("n1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"line 1: File=/dev/nvidia[x]: "x" in "/dev/nvidia[x]" is not a number or a range N-M"#
+        );
     }
 
     #[test]
