@@ -26,6 +26,7 @@ mod cache;
 mod discover;
 mod end_step;
 mod entry;
+mod error;
 mod het;
 mod option;
 mod probes;
@@ -33,14 +34,15 @@ mod slurmd;
 mod step;
 
 use entry::{admin_log, test_panic};
+use error::{guarded, HookError, HookResult};
 use map_by_device::config::Config;
 use map_by_device::report;
 use map_by_device::spec::Spec;
 use map_by_device::text;
+use option::{user_spec, OPTION, USAGE};
 use slurm_spank::{Context, LogLevel, Plugin, SpankHandle};
 use std::collections::BTreeMap;
 use std::error::Error;
-use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use step::{Origin, Step};
 
@@ -101,9 +103,7 @@ macro_rules! export_spank_plugin {
                         e
                     });
                     // A heterogeneous component's init_post_opt is done with its value (het.rs).
-                    if FORGET_OPTION.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                        crate::option::forget();
-                    }
+                    crate::option::hook_done();
                     result
                 })
             }
@@ -139,17 +139,6 @@ pub static slurm_spank_init_failure_mode: std::os::raw::c_int =
 /// and pass its variables on to every step it launches (`SLURM_MAX_NORMAL_STEP_ID`, slurm.h).
 const SLURM_MAX_NORMAL_STEP_ID: u32 = 0xffff_fff0;
 
-/// The option's name, as users type it (`--map-by-device=SPEC`).
-const OPTION: &str = "map-by-device";
-
-/// Set by srun's/sbatch's/salloc's `init_post_opt`: forget the option's value once the hook
-/// returns, so that the next component of a heterogeneous job shows its own (het.rs).
-static FORGET_OPTION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// The option's one-line `--help` text.
-const USAGE: &str = "Give each task its own device and the CPUs near it. SPEC is gpu, network, block, \
-a device name or none, then :qualifiers (interleave shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL overload env=all|none omp closest adapters verbose)";
-
 /// The plugin's state in one process (srun, sbatch, salloc, slurmd or one step's slurmstepd;
 /// each task inherits a copy when slurmstepd forks it).
 #[derive(Default)]
@@ -168,37 +157,6 @@ pub struct MapByDevice {
     end_step: bool,
     /// slurmstepd: why `init` failed, reported by `task_init` (see [`MapByDevice::init`]).
     init_failure: Option<String>,
-}
-
-/// An error a hook returns to Slurm.
-#[derive(Debug)]
-enum HookError {
-    /// Shown to the user through `slurm_error` by [`MapByDevice::report_error`].
-    Report(String),
-    /// Fails the hook without a message (another task of the step reports it).
-    Quiet(String),
-}
-
-impl fmt::Display for HookError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HookError::Report(m) | HookError::Quiet(m) => f.write_str(m),
-        }
-    }
-}
-
-impl Error for HookError {}
-
-type HookResult = Result<(), Box<dyn Error>>;
-
-/// Runs a hook body, turning a panic into a reported error so that no panic reaches the
-/// slurm-spank wrapper (which would poison its locks) or Slurm.
-fn guarded(hook: &str, body: impl FnOnce() -> Result<(), HookError>) -> HookResult {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Box::new(e)),
-        Err(panic) => Err(Box::new(HookError::Report(entry::internal_error(&format!("in {hook}"), panic.as_ref())))),
-    }
 }
 
 // SAFETY: slurm-spank's contract: the task hooks run in children slurmstepd forks from itself,
@@ -272,13 +230,13 @@ unsafe impl Plugin for MapByDevice {
             if let Some(Err(e)) = &self.config {
                 return Err(HookError::Report(format!("plugstack.conf: {e}")));
             }
-            let text = user_spec()?;
+            let text = user_spec().map_err(|e| HookError::Report(e.to_string()))?;
             if let Some(text) = &text {
                 Spec::parse(text)
                     .map_err(|e| HookError::Report(format!("invalid --{OPTION}={}: {e}", text::excerpt(text))))?;
             }
             // Called once per component of a heterogeneous job: each must say the same.
-            FORGET_OPTION.store(true, std::sync::atomic::Ordering::Relaxed);
+            option::forget_after_hook();
             self.components.add(text.as_deref()).map_err(HookError::Report)
         });
         match (context, result) {
@@ -520,21 +478,6 @@ fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Resu
     Ok(())
 }
 
-/// The job's `--map-by-device` text, from the command line, `#SBATCH` or the environment
-/// form (Slurm hands all three to the option callback, whose value the crate keeps).
-fn user_spec() -> Result<Option<String>, HookError> {
-    match option::value() {
-        None => Ok(None),
-        Some(v) => match v.into_string() {
-            Ok(s) => Ok(Some(s.trim().to_string())),
-            Err(v) => Err(HookError::Report(format!(
-                "--{OPTION} value is not UTF-8: {}",
-                text::excerpt(&v.to_string_lossy())
-            ))),
-        },
-    }
-}
-
 /// The job's environment (`S_JOB_ENV`) as a map; entries that are not UTF-8 are skipped.
 fn job_env(spank: &SpankHandle) -> BTreeMap<String, String> {
     spank
@@ -547,45 +490,4 @@ fn job_env(spank: &SpankHandle) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_panic_becomes_a_reported_error() {
-        let err = guarded("task_init", || -> Result<(), HookError> { panic!("boom {}", 42) }).unwrap_err();
-        let hook = err.downcast_ref::<HookError>().expect("a HookError");
-        assert!(matches!(hook, HookError::Report(_)));
-        assert_eq!(err.to_string(), "internal error in task_init: boom 42 (please report this bug)");
-        let err = guarded("init", || -> Result<(), HookError> { std::panic::panic_any(7u8) }).unwrap_err();
-        assert!(err.to_string().contains("non-text panic"));
-    }
-
-    #[test]
-    fn errors_pass_through_and_success_is_ok() {
-        assert!(guarded("init", || Ok(())).is_ok());
-        let err = guarded("init", || Err(HookError::Quiet("q".into()))).unwrap_err();
-        assert!(matches!(err.downcast_ref::<HookError>(), Some(HookError::Quiet(m)) if m == "q"));
-    }
-
-    #[test]
-    fn usage_is_one_line() {
-        assert!(!USAGE.contains('\n'));
-    }
-
-    /// `srun --help` lists every qualifier the parser knows (issue 24: `adapters` was missing).
-    #[test]
-    fn usage_lists_every_qualifier() {
-        let e = Spec::parse("gpu:no_such_qualifier").unwrap_err().to_string();
-        let list = e.split("expected one of ").nth(1).unwrap();
-        for q in list.split(", ") {
-            assert!(
-                USAGE.split(['(', ')', ' ']).any(|w| w == q || w.starts_with(&format!("{q}="))),
-                "{q} not in {USAGE}"
-            );
-        }
-    }
 }
