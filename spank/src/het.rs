@@ -16,7 +16,7 @@
 //! components that differ are refused here, in `init_post_opt`, naming each one's value.
 //!
 //! To see each component's own value, the plugin forgets the value after each component's
-//! `init_post_opt` (lib.rs clears the slurm-spank crate's option cache): a component that does
+//! `init_post_opt` (srun.rs asks option.rs to, as the hook returns): a component that does
 //! not give the option then reads as "not given" instead of inheriting the previous one. The
 //! environment form (`SLURM_SPANK__SLURM_SPANK_OPTION_map_by_device_map_by_device`, also how
 //! `#SBATCH --map-by-device` reaches the script's sruns) is read again by Slurm for every

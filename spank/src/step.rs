@@ -7,6 +7,7 @@
 //! a failed hook fails the step (srun exits 1).
 
 use crate::affinity;
+use crate::args::ArgsError;
 use crate::cache;
 use map_by_device::config::Config;
 use map_by_device::cpuset::CpuSet;
@@ -48,16 +49,16 @@ pub struct Planned {
     pub facts: StepFacts,
     pub plan: Plan,
     /// This machine's host name, for messages (the task's own `SLURMD_NODENAME`, which Slurm
-    /// writes, is preferred where there is one: lib.rs `map_task`).
+    /// writes, is preferred where there is one: slurmstepd.rs `map_task`).
     pub node_name: String,
 }
 
 /// What `user_init` read from Slurm, handed to [`decide`].
-pub struct Inputs {
+pub struct Inputs<'a> {
     /// The job's `--map-by-device` text (command line, `#SBATCH` or environment form).
     pub user_spec: Option<String>,
     /// The plugin's settings, or why they could not be read.
-    pub config: Result<Config, String>,
+    pub config: Result<Config, &'a ArgsError>,
     /// `S_JOB_LOCAL_TASK_COUNT`.
     pub ntasks: u32,
     /// `S_STEP_CPUS_PER_TASK`.
@@ -144,7 +145,10 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
 
 /// Who asks for what: the job's spec (hard), else the admin's default (soft), with the
 /// settings. `Ok(None)`: nothing to map (no request, `none`). `Err`: the request is refused.
-fn request(user_spec: Option<String>, config: Result<Config, String>) -> Result<Option<(Origin, Spec, Config)>, Step> {
+fn request(
+    user_spec: Option<String>,
+    config: Result<Config, &ArgsError>,
+) -> Result<Option<(Origin, Spec, Config)>, Step> {
     let origin = match (&user_spec, &config) {
         (Some(_), _) => Origin::User,
         (None, Ok(c)) if c.default.is_some() => Origin::AdminDefault,
@@ -388,7 +392,7 @@ impl Planned {
 mod tests {
     use super::*;
 
-    fn inputs(user: Option<&str>, config: Result<Config, String>) -> Inputs {
+    fn inputs<'a>(user: Option<&str>, config: Result<Config, &'a ArgsError>) -> Inputs<'a> {
         Inputs {
             user_spec: user.map(str::to_string),
             config,
@@ -414,8 +418,9 @@ mod tests {
 
     #[test]
     fn broken_config_refuses_only_explicit_requests() {
-        assert!(matches!(run(inputs(None, Err("bad".into()))), Step::Off));
-        match run(inputs(Some("gpu"), Err("unknown argument \"x\"".into()))) {
+        let bad = ArgsError::from(Config::from_plugin_args(&["x".to_string()]).unwrap_err());
+        assert!(matches!(run(inputs(None, Err(&bad))), Step::Off));
+        match run(inputs(Some("gpu"), Err(&bad))) {
             Step::Refused { origin: Origin::User, message } => assert!(message.contains("\"x\""), "{message}"),
             other => panic!("{other:?}"),
         }
