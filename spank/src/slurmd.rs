@@ -87,7 +87,8 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<Wr
         admin_log(LogLevel::Info, &format!("not writing the topology cache from process {:?}", comm.trim()));
         return None;
     }
-    let discover = || discover::live(timeout);
+    // The engine's cache takes the discovery's message.
+    let discover = || discover::live(timeout).map_err(|e| e.to_string());
     match catch_unwind(AssertUnwindSafe(|| cache::write(dir, discover))) {
         Ok(Ok(written)) => {
             admin_log(LogLevel::Info, &written.note);

@@ -243,7 +243,7 @@ enum Refusal {
 /// Task `task`'s part of the plan: its assignment, checked against Slurm's own GPU
 /// binding, applied (mask, then variables) and reported (warnings, `verbose`).
 fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Result<(), Refusal> {
-    let tp = planned.task_plan(task).map_err(Refusal::Task)?;
+    let tp = planned.task_plan(task).map_err(|e| Refusal::Task(e.to_string()))?;
     if planned.assigns_gpu(&tp) {
         let now = |name: &str| spank.getenv(name).ok().flatten();
         if let Some(why) = probes::slurm_gpu_binding(&planned.facts.env, planned.facts.ntasks, now) {
