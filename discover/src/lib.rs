@@ -58,18 +58,11 @@ pub unsafe extern "C" fn mbd_discover(
         )
     };
     quiet_panics();
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        discover(interface.as_deref(), xml_path.as_deref(), timeout_ms).map_err(|e| e.to_string())
-    }))
-    .unwrap_or_else(|panic| {
-        Err(map_by_device::panics::internal_error(
-            "in the discovery library",
-            &map_by_device::panics::text(panic.as_ref()),
-        ))
-    });
+    let result = catch_unwind(AssertUnwindSafe(|| discover(interface.as_deref(), xml_path.as_deref(), timeout_ms)))
+        .unwrap_or_else(|panic| Err(DiscoverError::Panicked(map_by_device::panics::text(panic.as_ref()))));
     let (code, text) = match result {
         Ok(json) => (OK, json),
-        Err(message) => (FAILED, message),
+        Err(e) => (FAILED, e.to_string()),
     };
     // A NUL inside the text (never in JSON or in these messages) would cut it: replaced.
     let text = CString::new(text.replace('\0', " ")).unwrap_or_default();
@@ -100,6 +93,9 @@ enum DiscoverError {
     Load(#[from] map_by_device::load::LoadError),
     #[error(transparent)]
     Json(#[from] map_by_device::cache::JsonError),
+    /// A panic caught in [`mbd_discover`] (its text).
+    #[error("{}", map_by_device::panics::internal_error("in the discovery library", .0))]
+    Panicked(String),
 }
 
 fn discover(interface: Option<&str>, xml_path: Option<&str>, timeout_ms: u64) -> Result<String, DiscoverError> {

@@ -14,33 +14,77 @@
 //! to a test binary. The end-to-end suites run every path through the library.
 
 use map_by_device::topology::Topology;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Why no topology was read. Every message is the one the plugin logs or refuses with.
+#[derive(Debug, thiserror::Error)]
+#[cfg_attr(test, allow(dead_code))]
+pub enum DiscoverError {
+    /// The library could not be opened (the same answer for the whole process).
+    #[cfg(not(test))]
+    #[error(transparent)]
+    Open(&'static library::OpenError),
+    /// The `topology=` path, which a C string cannot carry.
+    #[error("{}: the path holds a NUL byte", .0.display())]
+    NulPath(PathBuf),
+    #[error("the discovery library returned nothing")]
+    NoAnswer,
+    /// The library's own one-line message (hwloc's, the file's, another build's).
+    #[error("{0}")]
+    Failed(String),
+    /// The library's answer is no topology of this build's.
+    #[error(transparent)]
+    Json(#[from] map_by_device::cache::JsonError),
+    /// The unit tests call the engine's loader directly.
+    #[cfg(test)]
+    #[error(transparent)]
+    Load(#[from] map_by_device::load::LoadError),
+}
+
 /// Discovers this machine in a child process killed after `timeout`.
-pub fn live(timeout: Duration) -> Result<Topology, String> {
+pub fn live(timeout: Duration) -> Result<Topology, DiscoverError> {
     #[cfg(not(test))]
     return library::call(None, timeout);
     #[cfg(test)]
-    return map_by_device::load::live(timeout).map_err(|e| e.to_string());
+    return Ok(map_by_device::load::live(timeout)?);
 }
 
 /// Loads the admin's `topology=` file (root's, writable only by root).
-pub fn trusted_xml(path: &Path) -> Result<Topology, String> {
+pub fn trusted_xml(path: &Path) -> Result<Topology, DiscoverError> {
     #[cfg(not(test))]
     return library::call(Some(path), Duration::ZERO);
     #[cfg(test)]
-    return map_by_device::load::from_trusted_xml_file(path).map_err(|e| e.to_string());
+    return Ok(map_by_device::load::from_trusted_xml_file(path)?);
 }
 
 #[cfg(not(test))]
 mod library {
+    use super::DiscoverError;
+    use map_by_device::cache::LibraryError;
     use map_by_device::topology::Topology;
     use std::ffi::{c_char, c_int, c_void, CStr, CString};
     use std::os::unix::ffi::OsStrExt;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
     use std::sync::OnceLock;
     use std::time::Duration;
+
+    /// Why the discovery library cannot be used in this process.
+    #[derive(Debug, thiserror::Error)]
+    pub enum OpenError {
+        #[error("cannot find the discovery library: the plugin's own file is unknown ({0})")]
+        PluginUnknown(std::io::Error),
+        /// Not where it must be, or not trusted there.
+        #[error(transparent)]
+        Library(#[from] LibraryError),
+        #[error("cannot load {}: the path holds a NUL byte", .0.display())]
+        NulPath(PathBuf),
+        /// The loader's message.
+        #[error("cannot load {}: {why}", path.display())]
+        Dlopen { path: PathBuf, why: String },
+        #[error("{} has no {symbol} (a library from another build? install the plugin's own)", path.display())]
+        NoSymbol { path: PathBuf, symbol: String },
+    }
 
     /// `mbd_discover` and `mbd_discover_free` (discover/src/lib.rs).
     type DiscoverFn = unsafe extern "C" fn(*const c_char, *const c_char, u64, *mut *mut c_char) -> c_int;
@@ -53,32 +97,26 @@ mod library {
 
     /// The library's entry points, opened once per process (and never closed: a Rust
     /// library's thread-local destructors may still run from it).
-    fn library() -> Result<&'static Library, String> {
-        static LIBRARY: OnceLock<Result<Library, String>> = OnceLock::new();
-        LIBRARY.get_or_init(open).as_ref().map_err(Clone::clone)
+    fn library() -> Result<&'static Library, &'static OpenError> {
+        static LIBRARY: OnceLock<Result<Library, OpenError>> = OnceLock::new();
+        LIBRARY.get_or_init(open).as_ref()
     }
 
-    fn open() -> Result<Library, String> {
-        let plugin = crate::cache::plugin_path()
-            .map_err(|e| format!("cannot find the discovery library: the plugin's own file is unknown ({e})"))?;
-        let path = map_by_device::cache::discover_library(&plugin).map_err(|e| e.to_string())?;
-        let c_path = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| format!("cannot load {}: the path holds a NUL byte", path.display()))?;
+    fn open() -> Result<Library, OpenError> {
+        let plugin = crate::cache::plugin_path().map_err(OpenError::PluginUnknown)?;
+        let path = map_by_device::cache::discover_library(&plugin)?;
+        let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| OpenError::NulPath(path.clone()))?;
         // SAFETY: a NUL-terminated path; RTLD_LOCAL keeps the library's symbols to itself.
         // Loading runs no code of the library's beyond the Rust runtime's own initialisers.
         let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if handle.is_null() {
-            return Err(format!("cannot load {}: {}", path.display(), dl_error()));
+            return Err(OpenError::Dlopen { path, why: dl_error() });
         }
-        let symbol = |name: &CStr| -> Result<*mut c_void, String> {
+        let symbol = |name: &CStr| -> Result<*mut c_void, OpenError> {
             // SAFETY: `handle` is a live handle from dlopen (never closed); `name` is NUL-terminated.
             let f = unsafe { libc::dlsym(handle, name.as_ptr()) };
             if f.is_null() {
-                return Err(format!(
-                    "{} has no {} (a library from another build? install the plugin's own)",
-                    path.display(),
-                    name.to_string_lossy()
-                ));
+                return Err(OpenError::NoSymbol { path: path.clone(), symbol: name.to_string_lossy().into_owned() });
             }
             Ok(f)
         };
@@ -105,14 +143,13 @@ mod library {
         unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
     }
 
-    pub fn call(xml: Option<&Path>, timeout: Duration) -> Result<Topology, String> {
-        let lib = library()?;
+    pub fn call(xml: Option<&Path>, timeout: Duration) -> Result<Topology, DiscoverError> {
+        let lib = library().map_err(DiscoverError::Open)?;
         let interface = CString::new(map_by_device::cache::topology_interface()).unwrap_or_default();
         let xml = match xml {
-            Some(p) => Some(
-                CString::new(p.as_os_str().as_bytes())
-                    .map_err(|_| format!("{}: the path holds a NUL byte", p.display()))?,
-            ),
+            Some(p) => {
+                Some(CString::new(p.as_os_str().as_bytes()).map_err(|_| DiscoverError::NulPath(p.to_path_buf()))?)
+            }
             None => None,
         };
         let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
@@ -128,15 +165,15 @@ mod library {
             )
         };
         if out.is_null() {
-            return Err("the discovery library returned nothing".into());
+            return Err(DiscoverError::NoAnswer);
         }
         // SAFETY: `out` is the library's NUL-terminated answer; copied, then handed back once.
         let text = unsafe { CStr::from_ptr(out) }.to_string_lossy().into_owned();
         // SAFETY: as above: freed by the library that allocated it, once.
         unsafe { (lib.free)(out) };
         match code {
-            0 => map_by_device::cache::topology_from_json(&text).map_err(|e| e.to_string()),
-            _ => Err(text),
+            0 => Ok(map_by_device::cache::topology_from_json(&text)?),
+            _ => Err(DiscoverError::Failed(text)),
         }
     }
 }

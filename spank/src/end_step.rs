@@ -68,9 +68,23 @@ pub fn jobs_of_step(job: u32, env: impl Fn(&str) -> Option<String>) -> Vec<u32> 
     leader.into_iter().chain([job]).collect()
 }
 
+/// slurmctld did not kill step `job.step`: Slurm's words for why.
+#[derive(Debug, thiserror::Error)]
+#[error("slurmctld did not kill step {job}.{step}: {why}")]
+pub struct KillError {
+    pub job: u32,
+    pub step: u32,
+    pub why: String,
+}
+
+/// Every job id tried for the step, and why each failed (in order).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct KillAllError(pub Vec<KillError>);
+
 /// [`kill`] for the first of `jobs` (see [`jobs_of_step`]) that slurmctld accepts. The first
 /// success also kills this task, so nothing after it runs.
-pub fn kill_all(jobs: &[u32], step: u32) -> Result<(), String> {
+pub fn kill_all(jobs: &[u32], step: u32) -> Result<(), KillAllError> {
     let mut failures = Vec::new();
     for &job in jobs {
         match kill(job, step) {
@@ -78,12 +92,12 @@ pub fn kill_all(jobs: &[u32], step: u32) -> Result<(), String> {
             Err(e) => failures.push(e),
         }
     }
-    Err(failures.join("; "))
+    Err(KillAllError(failures))
 }
 
 /// Asks slurmctld to kill step `job.step` on every node. Blocks until slurmctld answers
-/// (at most Slurm's MessageTimeout). Returns the failure in words.
-pub fn kill(job: u32, step: u32) -> Result<(), String> {
+/// (at most Slurm's MessageTimeout).
+pub fn kill(job: u32, step: u32) -> Result<(), KillError> {
     let signal = libc::SIGKILL as u16;
     #[cfg(slurm_kill_step = "ids")]
     // SAFETY:
@@ -114,7 +128,7 @@ pub fn kill(job: u32, step: u32) -> Result<(), String> {
         // SAFETY: non-NULL: a static NUL-terminated string that outlives this call.
         unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
     };
-    Err(format!("slurmctld did not kill step {job}.{step}: {why}"))
+    Err(KillError { job, step, why })
 }
 
 #[cfg(test)]
@@ -128,6 +142,16 @@ mod tests {
         assert!(spans_other_nodes(Some(2), none));
         assert!(spans_other_nodes(None, none));
         assert!(spans_other_nodes(Some(1), |k: &str| (k == "SLURM_HET_SIZE").then(|| "2".to_string())));
+    }
+
+    #[test]
+    fn every_failed_kill_is_said_in_order() {
+        let e = |job| KillError { job, step: 0, why: "Invalid job id specified".into() };
+        assert_eq!(
+            KillAllError(vec![e(7), e(8)]).to_string(),
+            "slurmctld did not kill step 7.0: Invalid job id specified; slurmctld did not kill step 8.0: Invalid job id \
+             specified"
+        );
     }
 
     #[test]

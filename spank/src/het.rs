@@ -16,7 +16,7 @@
 //! components that differ are refused here, in `init_post_opt`, naming each one's value.
 //!
 //! To see each component's own value, the plugin forgets the value after each component's
-//! `init_post_opt` (lib.rs clears the slurm-spank crate's option cache): a component that does
+//! `init_post_opt` (srun.rs asks option.rs to, as the hook returns): a component that does
 //! not give the option then reads as "not given" instead of inheriting the previous one. The
 //! environment form (`SLURM_SPANK__SLURM_SPANK_OPTION_map_by_device_map_by_device`, also how
 //! `#SBATCH --map-by-device` reaches the script's sruns) is read again by Slurm for every
@@ -31,26 +31,38 @@ pub struct Components {
     seen: Vec<Option<String>>,
 }
 
+/// Two components of one heterogeneous job gave different specs: the first component that
+/// differs from the new one, and each one's value in canonical form (`None`: not given).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--map-by-device differs between the components of this heterogeneous job (component {first}: {}, component \
+     {index}: {}): Slurm hands one value of a plugin option to every component, so they cannot be mapped \
+     differently; give every component the same --map-by-device (or none to all), or run them as separate job steps",
+    shown(first_value),
+    shown(value)
+)]
+pub struct Differ {
+    pub first: usize,
+    pub first_value: Option<String>,
+    pub index: usize,
+    pub value: Option<String>,
+}
+
+/// A component's value in [`Differ`]'s message.
+fn shown(value: &Option<String>) -> String {
+    value.as_deref().map_or("not given".to_string(), |s| format!("{s:?}"))
+}
+
 impl Components {
     /// Records the next component's `--map-by-device` text (already validated), and refuses
     /// it if it differs from an earlier component's.
-    pub fn add(&mut self, text: Option<&str>) -> Result<(), String> {
+    pub fn add(&mut self, text: Option<&str>) -> Result<(), Differ> {
         let canonical = text.map(|t| Spec::parse(t).map_or_else(|_| t.trim().to_string(), |s| s.to_string()));
         let index = self.seen.len();
         self.seen.push(canonical.clone());
         match self.seen.iter().position(|other| *other != canonical) {
             None => Ok(()),
-            Some(first) => {
-                let show = |v: &Option<String>| v.as_deref().map_or("not given".to_string(), |s| format!("{s:?}"));
-                Err(format!(
-                    "--map-by-device differs between the components of this heterogeneous job (component {first}: \
-                     {}, component {index}: {}): Slurm hands one value of a plugin option to every component, so \
-                     they cannot be mapped differently; give every component the same --map-by-device (or none to \
-                     all), or run them as separate job steps",
-                    show(&self.seen[first]),
-                    show(&canonical)
-                ))
-            }
+            Some(first) => Err(Differ { first, first_value: self.seen[first].clone(), index, value: canonical }),
         }
     }
 }
@@ -82,7 +94,7 @@ mod tests {
     fn differing_components_are_refused_naming_both() {
         let mut c = Components::default();
         c.add(Some("gpu")).unwrap();
-        let e = c.add(Some("network")).unwrap_err();
+        let e = c.add(Some("network")).unwrap_err().to_string();
         assert!(e.contains("component 0: \"gpu\", component 1: \"network\""), "{e}");
         assert!(e.contains("give every component the same --map-by-device"), "{e}");
     }
@@ -91,12 +103,12 @@ mod tests {
     fn a_component_without_the_option_differs_from_one_with_it() {
         let mut c = Components::default();
         c.add(Some("gpu")).unwrap();
-        let e = c.add(None).unwrap_err();
+        let e = c.add(None).unwrap_err().to_string();
         assert!(e.contains("component 1: not given"), "{e}");
         let mut c = Components::default();
         c.add(None).unwrap();
         c.add(None).unwrap();
-        let e = c.add(Some("none")).unwrap_err();
+        let e = c.add(Some("none")).unwrap_err().to_string();
         assert!(e.contains("component 0: not given, component 2: \"none\""), "{e}");
     }
 }

@@ -15,13 +15,30 @@
 //!
 //! The raw `spank_t` that registration needs is the one Slurm passed to the hook being run
 //! (`entry::handle`, set by the exported hooks in lib.rs for the duration of each call).
+//!
+//! Here too: the option's name and `--help` text, the job's value as text ([`user_spec`]), and
+//! the forgetting of the value after a heterogeneous component's `init_post_opt`
+//! ([`forget_after_hook`], [`hook_done`]).
 
+use map_by_device::text;
 use slurm_spank::spank_sys;
 use std::ffi::{CStr, CString, OsString};
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+
+/// The option's name, as users type it (`--map-by-device=SPEC`).
+pub const OPTION: &str = "map-by-device";
+
+/// The option's one-line `--help` text.
+pub const USAGE: &str = "Give each task its own device and the CPUs near it. SPEC is gpu, network, block, \
+a device name or none, then :qualifiers (interleave shared ndev=N|auto compact ppr=N pe=N hwtcpus bind=LEVEL overload env=all|none omp closest adapters verbose)";
+
+/// Set by srun's/sbatch's/salloc's `init_post_opt`: forget the option's value once the hook
+/// returns, so that the next component of a heterogeneous job shows its own (het.rs).
+static FORGET: AtomicBool = AtomicBool::new(false);
 
 /// The value Slurm gave the option in this process (the last one, as Slurm's own options).
 static VALUE: Mutex<Option<OsString>> = Mutex::new(None);
@@ -47,14 +64,57 @@ pub fn failure() -> Option<String> {
     FAILURE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
 }
 
+/// The value is forgotten when the hook being run returns ([`hook_done`]).
+pub fn forget_after_hook() {
+    FORGET.store(true, Ordering::Relaxed);
+}
+
+/// Called by every exported hook as it returns: forgets the value if [`forget_after_hook`]
+/// asked for it.
+pub fn hook_done() {
+    if FORGET.swap(false, Ordering::Relaxed) {
+        forget();
+    }
+}
+
+/// The job's `--map-by-device` value is not UTF-8 (the value, as given).
+#[derive(Debug, thiserror::Error)]
+#[error("--{} value is not UTF-8: {}", OPTION, text::excerpt(&.0.to_string_lossy()))]
+pub struct NotUtf8(pub OsString);
+
+/// The job's `--map-by-device` text, from the command line, `#SBATCH` or the environment
+/// form (Slurm hands all three to the option callback, whose value this module keeps).
+pub fn user_spec() -> Result<Option<String>, NotUtf8> {
+    match value() {
+        None => Ok(None),
+        Some(v) => match v.into_string() {
+            Ok(s) => Ok(Some(s.trim().to_string())),
+            Err(v) => Err(NotUtf8(v)),
+        },
+    }
+}
+
+/// Why the option could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    #[error("no SPANK handle: register only from a hook")]
+    NoHandle,
+    /// One of the strings (as given).
+    #[error("{0:?} holds a NUL byte")]
+    Nul(String),
+    /// Slurm's return code.
+    #[error("spank_option_register returned {0}")]
+    Refused(spank_sys::spank_err_t),
+}
+
 /// Registers `--NAME=ARGINFO` with `usage`, with [`callback`]. Only valid in `init` (Slurm's
 /// rule for `spank_option_register`).
-pub fn register(name: &str, arginfo: &str, usage: &str) -> Result<(), String> {
+pub fn register(name: &str, arginfo: &str, usage: &str) -> Result<(), RegisterError> {
     let spank = crate::entry::handle();
     if spank.is_null() {
-        return Err("no SPANK handle: register only from a hook".into());
+        return Err(RegisterError::NoHandle);
     }
-    let text = |s: &str| CString::new(s).map_err(|_| format!("{s:?} holds a NUL byte"));
+    let text = |s: &str| CString::new(s).map_err(|_| RegisterError::Nul(s.to_string()));
     let (name, arginfo, usage) = (text(name)?, text(arginfo)?, text(usage)?);
     let mut option = spank_sys::spank_option {
         name: name.as_ptr(),
@@ -74,7 +134,7 @@ pub fn register(name: &str, arginfo: &str, usage: &str) -> Result<(), String> {
     if rc == spank_sys::ESPANK_SUCCESS {
         Ok(())
     } else {
-        Err(format!("spank_option_register returned {rc}"))
+        Err(RegisterError::Refused(rc))
     }
 }
 
@@ -100,5 +160,38 @@ extern "C" fn callback(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_
             *FAILURE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message);
             -1
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use map_by_device::spec::Spec;
+
+    #[test]
+    fn usage_is_one_line() {
+        assert!(!USAGE.contains('\n'));
+    }
+
+    /// `srun --help` lists every qualifier the parser knows (issue 24: `adapters` was missing).
+    #[test]
+    fn usage_lists_every_qualifier() {
+        let e = Spec::parse("gpu:no_such_qualifier").unwrap_err().to_string();
+        let list = e.split("expected one of ").nth(1).unwrap();
+        for q in list.split(", ") {
+            assert!(
+                USAGE.split(['(', ')', ' ']).any(|w| w == q || w.starts_with(&format!("{q}="))),
+                "{q} not in {USAGE}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_quoted() {
+        use std::os::unix::ffi::OsStringExt;
+        let e = NotUtf8(OsString::from_vec(b"gpu\xff".to_vec()));
+        let shown = e.to_string();
+        assert!(shown.starts_with("--map-by-device value is not UTF-8: ") && shown.contains("gpu"), "{shown}");
     }
 }

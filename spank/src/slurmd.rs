@@ -4,6 +4,7 @@
 //! fails a hook: a failing `init` would stop slurmd, so problems are logged, and the steps
 //! then discover the node themselves.
 
+use crate::args::ArgsError;
 use crate::cache;
 use crate::discover;
 use crate::entry::{self, admin_log, test_panic};
@@ -12,10 +13,37 @@ use map_by_device::config::Config;
 use slurm_spank::LogLevel;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+/// The plugin's state in slurmd.
+#[derive(Default)]
+pub struct State {
+    /// The topology cache it wrote, whose lock it holds while it runs.
+    cache: Option<Written>,
+}
+
+impl State {
+    /// slurmd, at its start: see [`init`].
+    pub fn init(&mut self, config: &Result<Config, ArgsError>, slurm: &str) {
+        if let Some(written) = init(config, slurm) {
+            self.cache = Some(written);
+        }
+    }
+
+    /// slurmd, at its stop: see [`exit`].
+    pub fn exit(&mut self) {
+        exit(self.cache.take());
+    }
+}
+
+/// `init` failed in slurmd before [`init`] ran (the context or the arguments could not be
+/// read): said, and slurmd goes on (a failing init would stop it).
+pub fn init_failed(message: &str) {
+    admin_log(LogLevel::Error, &format!("{message}; slurmd goes on, and steps discover the node themselves"));
+}
+
 /// slurmd, at its start: tells the admin about a broken configuration or topology= now
 /// rather than at the first job, and writes the topology cache (kept, with its lock, for as
 /// long as slurmd runs). `slurm` is the Slurm release the plugin was built for, for the log.
-pub(crate) fn init(config: &Result<Config, String>, slurm: &str) -> Option<Written> {
+fn init(config: &Result<Config, ArgsError>, slurm: &str) -> Option<Written> {
     let c = match config {
         Err(e) => {
             admin_log(LogLevel::Error, &format!("plugstack.conf: {e}"));
@@ -34,7 +62,7 @@ pub(crate) fn init(config: &Result<Config, String>, slurm: &str) -> Option<Writt
 
 /// slurmd, at its stop: removes the topology cache it wrote (if it is still the one).
 /// slurmd is stopping either way; a problem is logged.
-pub(crate) fn exit(cache: Option<Written>) {
+fn exit(cache: Option<Written>) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         test_panic("slurmd_exit");
         let Some(written) = cache else { return };
@@ -59,7 +87,8 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<Wr
         admin_log(LogLevel::Info, &format!("not writing the topology cache from process {:?}", comm.trim()));
         return None;
     }
-    let discover = || discover::live(timeout);
+    // The engine's cache takes the discovery's message.
+    let discover = || discover::live(timeout).map_err(|e| e.to_string());
     match catch_unwind(AssertUnwindSafe(|| cache::write(dir, discover))) {
         Ok(Ok(written)) => {
             admin_log(LogLevel::Info, &written.note);

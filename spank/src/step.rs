@@ -7,9 +7,11 @@
 //! a failed hook fails the step (srun exits 1).
 
 use crate::affinity;
+use crate::args::ArgsError;
 use crate::cache;
+use crate::discover::DiscoverError;
 use map_by_device::config::Config;
-use map_by_device::cpuset::CpuSet;
+use map_by_device::cpuset::{CpuListError, CpuSet};
 use map_by_device::device::DeviceClass;
 use map_by_device::node::Node;
 use map_by_device::plan::{self, Plan, StepFacts, TaskPlan};
@@ -48,16 +50,16 @@ pub struct Planned {
     pub facts: StepFacts,
     pub plan: Plan,
     /// This machine's host name, for messages (the task's own `SLURMD_NODENAME`, which Slurm
-    /// writes, is preferred where there is one: lib.rs `map_task`).
+    /// writes, is preferred where there is one: slurmstepd.rs `map_task`).
     pub node_name: String,
 }
 
 /// What `user_init` read from Slurm, handed to [`decide`].
-pub struct Inputs {
+pub struct Inputs<'a> {
     /// The job's `--map-by-device` text (command line, `#SBATCH` or environment form).
     pub user_spec: Option<String>,
     /// The plugin's settings, or why they could not be read.
-    pub config: Result<Config, String>,
+    pub config: Result<Config, &'a ArgsError>,
     /// `S_JOB_LOCAL_TASK_COUNT`.
     pub ntasks: u32,
     /// `S_STEP_CPUS_PER_TASK`.
@@ -114,18 +116,18 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     let refused = |message: String| Step::Refused { origin, message };
     let node = match load_node(&config, log) {
         Ok(node) => node,
-        Err(message) => return refused(message),
+        Err(e) => return refused(e.to_string()),
     };
     // This machine's name, for messages: never `SLURMD_NODENAME` from `env`, which is the
     // job's environment as srun sent it (the job's user writes it, newlines included).
     let node_name = map_by_device::host::name().unwrap_or_else(|| node.hostname().to_string());
     let step_gpus = match step_gpus(&env, slurm_sets_step_gpus, &config, &spec, &node, &node_name, log) {
         Ok(gpus) => gpus,
-        Err(message) => return refused(message),
+        Err(e) => return refused(e.to_string()),
     };
     let (allowed_cpus, how) = match step_cpus(&node.topology, step_alloc_cores.as_deref()) {
         Ok(found) => found,
-        Err(message) => return refused(message),
+        Err(e) => return refused(e.to_string()),
     };
     if how.last_resort {
         log.notices.push(format!("the step's CPUs are taken from slurmstepd's own affinity: {}", how.text));
@@ -144,7 +146,10 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
 
 /// Who asks for what: the job's spec (hard), else the admin's default (soft), with the
 /// settings. `Ok(None)`: nothing to map (no request, `none`). `Err`: the request is refused.
-fn request(user_spec: Option<String>, config: Result<Config, String>) -> Result<Option<(Origin, Spec, Config)>, Step> {
+fn request(
+    user_spec: Option<String>,
+    config: Result<Config, &ArgsError>,
+) -> Result<Option<(Origin, Spec, Config)>, Step> {
     let origin = match (&user_spec, &config) {
         (Some(_), _) => Origin::User,
         (None, Ok(c)) if c.default.is_some() => Origin::AdminDefault,
@@ -171,7 +176,7 @@ fn request(user_spec: Option<String>, config: Result<Config, String>) -> Result<
 
 /// The node as the admin chose to describe it: `topology=`, slurmd's cache of the node, or
 /// the live machine. Nothing of the job (its environment, its options) reaches the loader.
-fn load_node(config: &Config, log: &mut Log) -> Result<Node, String> {
+fn load_node(config: &Config, log: &mut Log) -> Result<Node, DiscoverError> {
     let (topology, this_node, cached) = match &config.topology {
         Some(path) => {
             log.notes.push(format!("topology {}", path.display()));
@@ -206,6 +211,23 @@ fn load_node(config: &Config, log: &mut Log) -> Result<Node, String> {
     Ok(Node::new(topology, options))
 }
 
+/// Why the step's GPUs on this node are unknown, for a mapping that may use them.
+#[derive(Debug, thiserror::Error)]
+pub enum GpusError {
+    /// `require_step_gpus` and a GPU mapping, on this node (its name).
+    #[error(
+        "the step has no GPUs on {0} (Slurm set no SLURM_STEP_GPUS): request them with --gres=gpu:N or \
+         --gpus-per-node=N, or map another device class"
+    )]
+    NoStepGpus(String),
+    /// `SLURM_STEP_GPUS` cannot be read.
+    #[error(transparent)]
+    Unreadable(#[from] plan::StepGpusError),
+    /// Slurm's visible-devices variables disagree with the step's GPUs (the engine's words).
+    #[error("{0}")]
+    Visible(String),
+}
+
 /// The GPUs Slurm allocated to the step on this node (`SLURM_STEP_GPUS`), `None` when the
 /// node's GPUs are not Slurm's to give. The variable is Slurm's only where its gres/gpu
 /// plugin runs in this slurmstepd (it then sets or removes it for every step); elsewhere it
@@ -219,7 +241,7 @@ fn step_gpus(
     node: &Node,
     node_name: &str,
     log: &mut Log,
-) -> Result<Option<Vec<u32>>, String> {
+) -> Result<Option<Vec<u32>>, GpusError> {
     let text = match env.get("SLURM_STEP_GPUS") {
         Some(v) if !slurm_sets_step_gpus => {
             log.notes.push(format!(
@@ -234,24 +256,52 @@ fn step_gpus(
     let indices = match text {
         None if config.require_step_gpus == Some(true) => {
             if spec.target == Target::Class(DeviceClass::Gpu) {
-                return Err(format!(
-                    "the step has no GPUs on {node_name} (Slurm set no SLURM_STEP_GPUS): request them with \
-                     --gres=gpu:N or --gpus-per-node=N, or map another device class"
-                ));
+                return Err(GpusError::NoStepGpus(node_name.to_string()));
             }
             return Ok(Some(Vec::new()));
         }
         None => None,
         Some(v) => match plan::parse_step_gpus(v) {
             Ok(list) => Some(list),
-            Err(e) if plan::spec_may_use_gpus(spec) => return Err(e.to_string()),
+            Err(e) if plan::spec_may_use_gpus(spec) => return Err(e.into()),
             Err(_) => None,
         },
     };
     if !slurm_sets_step_gpus || !plan::spec_may_use_gpus(spec) {
         return Ok(indices);
     }
-    plan::visible_gpus(env, node, indices)
+    plan::visible_gpus(env, node, indices).map_err(GpusError::Visible)
+}
+
+/// Why the step's CPUs on this node are unknown: nothing is bound.
+#[derive(Debug, thiserror::Error)]
+pub enum StepCpusError {
+    /// The allocated cores' CPUs, the cpuset cgroup's directory and its CPUs.
+    #[error(
+        "the step's allocated cores (CPUs {cores}) and its cpuset cgroup {} (CPUs {cgroup_cpus}) do not overlap, so \
+         the step's CPUs on this node are unknown: not binding (ask your administrator to check slurm.conf's node \
+         description against the hardware)",
+        cgroup.display()
+    )]
+    Disjoint { cores: CpuSet, cgroup: PathBuf, cgroup_cpus: CpuSet },
+    /// Neither source exists, and slurmstepd's own affinity cannot be read.
+    #[error(
+        "cannot tell which CPUs the step was given on this node (no allocated cores, no cpuset cgroup, and \
+         slurmstepd's affinity is unreadable: {0}): not binding"
+    )]
+    Unknown(std::io::Error),
+}
+
+/// Why Slurm's abstract core list gives no CPUs of this topology.
+#[derive(Debug, thiserror::Error)]
+pub enum CoresError {
+    #[error(transparent)]
+    List(#[from] CpuListError),
+    /// A core number and the topology's number of cores.
+    #[error("core {id} is beyond the topology's {cores} cores: slurm.conf describes another layout")]
+    Beyond { id: u32, cores: usize },
+    #[error("no CPUs")]
+    Empty,
 }
 
 /// Where the step's CPUs came from, for the log.
@@ -273,7 +323,7 @@ pub struct CpusFrom {
 ///    slurmd's (the whole node, or the specialized cores with CoreSpec): the last resort.
 ///
 /// Sources 1 and 2 not overlapping is a refusal that names both.
-pub fn step_cpus(topology: &Topology, alloc_cores: Option<&str>) -> Result<(CpuSet, CpusFrom), String> {
+pub fn step_cpus(topology: &Topology, alloc_cores: Option<&str>) -> Result<(CpuSet, CpusFrom), StepCpusError> {
     step_cpus_from(topology, alloc_cores, affinity::cgroup_cpus(), affinity::current)
 }
 
@@ -282,7 +332,7 @@ fn step_cpus_from(
     alloc_cores: Option<&str>,
     cgroup: Option<(PathBuf, CpuSet)>,
     own_affinity: impl FnOnce() -> std::io::Result<CpuSet>,
-) -> Result<(CpuSet, CpusFrom), String> {
+) -> Result<(CpuSet, CpusFrom), StepCpusError> {
     let cores = alloc_cores.map(|list| (list, cores_cpus(topology, list)));
     let cores_text = match &cores {
         Some((list, Ok(cpus))) => format!("allocated cores {list} = CPUs {cpus}"),
@@ -299,21 +349,14 @@ fn step_cpus_from(
         (Some(c), Some((dir, g))) => {
             let both = c.intersection(g);
             if both.is_empty() {
-                return Err(format!(
-                    "the step's allocated cores (CPUs {c}) and its cpuset cgroup {} (CPUs {g}) do not overlap, so the \
-                     step's CPUs on this node are unknown: not binding (ask your administrator to check slurm.conf's \
-                     node description against the hardware)",
-                    dir.display()
-                ));
+                return Err(StepCpusError::Disjoint { cores: c, cgroup: dir.clone(), cgroup_cpus: g.clone() });
             }
             both
         }
         (Some(c), None) => c,
         (None, Some((_, g))) => g.clone(),
         (None, None) => {
-            let own = own_affinity().map_err(|e| {
-                format!("cannot tell which CPUs the step was given on this node (no allocated cores, no cpuset cgroup, and slurmstepd's affinity is unreadable: {e}): not binding")
-            })?;
+            let own = own_affinity().map_err(StepCpusError::Unknown)?;
             let text = format!("{text}: slurmstepd's affinity {own} (last resort)");
             return Ok((own, CpusFrom { text, last_resort: true }));
         }
@@ -323,20 +366,32 @@ fn step_cpus_from(
 
 /// The CPUs of Slurm's abstract cores `list` (`0-3,8`): core k is the topology's core with
 /// logical index k (Slurm numbers cores socket by socket in hwloc's order, `xcpuinfo.c`).
-fn cores_cpus(topology: &Topology, list: &str) -> Result<CpuSet, String> {
-    let ids = CpuSet::parse_list(list).map_err(|e| e.to_string())?;
+fn cores_cpus(topology: &Topology, list: &str) -> Result<CpuSet, CoresError> {
+    let ids = CpuSet::parse_list(list)?;
     let cores: Vec<&CpuSet> = topology.of_kind(ObjKind::Core).map(|c| &c.cpuset).collect();
     let mut cpus = CpuSet::new();
     for id in ids.iter() {
-        let core = cores.get(id as usize).ok_or_else(|| {
-            format!("core {id} is beyond the topology's {} cores: slurm.conf describes another layout", cores.len())
-        })?;
+        let core = cores.get(id as usize).ok_or(CoresError::Beyond { id, cores: cores.len() })?;
         cpus = cpus.union(core);
     }
     if cpus.is_empty() {
-        return Err("no CPUs".into());
+        return Err(CoresError::Empty);
     }
     Ok(cpus)
+}
+
+/// Why a task has no assignment.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskPlanError {
+    /// `closest`: the task's own binding (the task) cannot be read.
+    #[error("cannot read task {task}'s CPU binding: {error}")]
+    Binding { task: u32, error: std::io::Error },
+    /// `closest`: the task's plan cannot be remade from its binding.
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+    /// The plan and the number of tasks it holds.
+    #[error("the plan has no assignment for local task {task} ({planned} tasks planned)")]
+    NoAssignment { task: u32, planned: usize },
 }
 
 impl Planned {
@@ -360,10 +415,10 @@ impl Planned {
     /// binding Slurm just gave it (known only now, in the task); the whole-node plan made in
     /// `user_init` already refused what does not depend on bindings (too many tasks, no
     /// identity ...).
-    pub fn task_plan(&self, task: u32) -> Result<TaskPlan, String> {
+    pub fn task_plan(&self, task: u32) -> Result<TaskPlan, TaskPlanError> {
         let replanned;
         let plan = if self.spec.closest {
-            let mine = affinity::current().map_err(|e| format!("cannot read task {task}'s CPU binding: {e}"))?;
+            let mine = affinity::current().map_err(|error| TaskPlanError::Binding { task, error })?;
             let mut task_cpus = vec![CpuSet::new(); self.facts.ntasks as usize];
             if let Some(slot) = task_cpus.get_mut(task as usize) {
                 *slot = mine;
@@ -372,14 +427,16 @@ impl Planned {
             // Each task sees only its own binding, so tasks cannot check each other for
             // collisions here; `shared` keeps the others' guesses from being reported as one.
             let spec = Spec { shared: true, ..self.spec.clone() };
-            replanned = plan::plan(&spec, &self.node, &facts).map_err(|e| e.to_string())?;
+            replanned = plan::plan(&spec, &self.node, &facts)?;
             &replanned
         } else {
             &self.plan
         };
-        plan.tasks.iter().find(|t| t.task == task).cloned().ok_or_else(|| {
-            format!("the plan has no assignment for local task {task} ({} tasks planned)", plan.tasks.len())
-        })
+        plan.tasks
+            .iter()
+            .find(|t| t.task == task)
+            .cloned()
+            .ok_or(TaskPlanError::NoAssignment { task, planned: plan.tasks.len() })
     }
 }
 
@@ -388,7 +445,7 @@ impl Planned {
 mod tests {
     use super::*;
 
-    fn inputs(user: Option<&str>, config: Result<Config, String>) -> Inputs {
+    fn inputs<'a>(user: Option<&str>, config: Result<Config, &'a ArgsError>) -> Inputs<'a> {
         Inputs {
             user_spec: user.map(str::to_string),
             config,
@@ -414,8 +471,9 @@ mod tests {
 
     #[test]
     fn broken_config_refuses_only_explicit_requests() {
-        assert!(matches!(run(inputs(None, Err("bad".into()))), Step::Off));
-        match run(inputs(Some("gpu"), Err("unknown argument \"x\"".into()))) {
+        let bad = ArgsError::from(Config::from_plugin_args(&["x".to_string()]).unwrap_err());
+        assert!(matches!(run(inputs(None, Err(&bad))), Step::Off));
+        match run(inputs(Some("gpu"), Err(&bad))) {
             Step::Refused { origin: Origin::User, message } => assert!(message.contains("\"x\""), "{message}"),
             other => panic!("{other:?}"),
         }
@@ -452,7 +510,7 @@ mod tests {
         assert_eq!(cores_cpus(&topo, "1").unwrap().to_list(), "1");
         assert_eq!(cores_cpus(&topo, "0-1").unwrap().to_list(), "0-1");
         // 8 cores declared on a 2-core node (config_overrides): not this topology's cores.
-        let e = cores_cpus(&topo, "0-7").unwrap_err();
+        let e = cores_cpus(&topo, "0-7").unwrap_err().to_string();
         assert!(e.contains("core 2 is beyond the topology's 2 cores"), "{e}");
     }
 
@@ -503,7 +561,7 @@ mod tests {
         // No cgroup: the cores alone.
         assert_eq!(step_cpus_from(&topo, Some("0"), None, never).unwrap().0.to_list(), "0");
         // Disjoint: refused, naming both.
-        let e = step_cpus_from(&topo, Some("0"), cg("1"), never).err().unwrap();
+        let e = step_cpus_from(&topo, Some("0"), cg("1"), never).err().unwrap().to_string();
         assert!(e.contains("CPUs 0") && e.contains("CPUs 1") && e.contains("do not overlap"), "{e}");
     }
 
@@ -516,7 +574,7 @@ mod tests {
         let (cpus, how) = step_cpus_from(&topo, Some("9"), None, || Ok("0-1".parse().unwrap())).unwrap();
         assert_eq!(cpus.to_list(), "0-1");
         assert!(how.last_resort);
-        let e = step_cpus_from(&topo, None, None, || Err(std::io::Error::other("nope"))).err().unwrap();
+        let e = step_cpus_from(&topo, None, None, || Err(std::io::Error::other("nope"))).err().unwrap().to_string();
         assert!(e.contains("nope") && e.contains("not binding"), "{e}");
     }
 
