@@ -9,7 +9,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// slurmd, at its start, as root: discovers the node with `discover` and (re)writes the cache.
-pub fn write(dir: &Path, discover: impl FnOnce() -> Result<Topology, String>) -> Result<Written, WriteError> {
+pub fn write<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
+    dir: &Path,
+    discover: impl FnOnce() -> Result<Topology, E>,
+) -> Result<Written, WriteError> {
     let me = plugin_identity().map_err(WriteError::PluginIdentity)?;
     cache::write(dir, &me, discover)
 }

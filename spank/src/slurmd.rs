@@ -88,7 +88,7 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<Wr
         return None;
     }
     // The engine's cache takes the discovery's message.
-    let discover = || discover::live(timeout).map_err(|e| e.to_string());
+    let discover = || discover::live(timeout);
     match catch_unwind(AssertUnwindSafe(|| cache::write(dir, discover))) {
         Ok(Ok(written)) => {
             admin_log(LogLevel::Info, &written.note);

@@ -223,9 +223,9 @@ pub enum GpusError {
     /// `SLURM_STEP_GPUS` cannot be read.
     #[error(transparent)]
     Unreadable(#[from] plan::StepGpusError),
-    /// Slurm's visible-devices variables disagree with the step's GPUs (the engine's words).
-    #[error("{0}")]
-    Visible(String),
+    /// Slurm's visible-devices variables disagree with the step's GPUs, or cannot be mapped.
+    #[error(transparent)]
+    Visible(#[from] plan::VisibleGpusError),
 }
 
 /// The GPUs Slurm allocated to the step on this node (`SLURM_STEP_GPUS`), `None` when the
@@ -444,6 +444,7 @@ impl Planned {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use map_by_device::plan::VisibleGpusError;
 
     fn inputs<'a>(user: Option<&str>, config: Result<Config, &'a ArgsError>) -> Inputs<'a> {
         Inputs {
@@ -713,11 +714,15 @@ mod tests {
         assert_eq!(visible("CUDA_VISIBLE_DEVICES", &format!("{g1},{g0}"), Some(vec![0, 1])), Ok(Some(vec![0, 1])));
         assert_eq!(visible("ROCR_VISIBLE_DEVICES", g1, None), Ok(Some(vec![1])));
         let e = visible("CUDA_VISIBLE_DEVICES", g1, Some(vec![0])).unwrap_err();
+        assert!(matches!(&e, VisibleGpusError::Order { uuids, step_gpus, .. } if *uuids == [1] && *step_gpus == [0]));
+        let e = e.to_string();
         assert!(e.contains("SLURM_STEP_GPUS says [0]") && e.contains("PCI-bus order"), "{e}");
         let e = visible("CUDA_VISIBLE_DEVICES", "GPU-00000000-0000-0000-0000-000000000000", Some(vec![0])).unwrap_err();
-        assert!(e.contains("does not have"), "{e}");
+        assert!(e.to_string().contains("does not have"), "{e}");
         // MIG: refused, Slurm's value kept, the fix named.
         let e = visible("CUDA_VISIBLE_DEVICES", "MIG-4b4f7a2c-1f0e-5a3d-9a1b-2c3d4e5f6a7b", Some(vec![0])).unwrap_err();
+        assert!(matches!(e, VisibleGpusError::Mig { var: "CUDA_VISIBLE_DEVICES", .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("MIG instances") && e.contains("--map-by-device=none"), "{e}");
     }
 }

@@ -83,6 +83,28 @@ pub fn visible_devices(text: &str) -> VisibleDevices {
     }
 }
 
+/// Why Slurm's own `CUDA_VISIBLE_DEVICES`/`ROCR_VISIBLE_DEVICES` (`var`) for the step cannot
+/// be mapped ([`visible_gpus`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VisibleGpusError {
+    #[error(
+        "the step's GPUs are MIG instances ({var}={}): map-by-device names whole GPUs, and naming the parent GPU \
+         would hide every MIG instance from CUDA; keep Slurm's assignment with --map-by-device=none, or map another \
+         device class",
+        crate::text::quoted(value)
+    )]
+    Mig { var: &'static str, value: String },
+    /// A GPU UUID (`id`) the node's topology does not have.
+    #[error("Slurm gave the step GPU {} ({var}), which this node's topology does not have", crate::text::excerpt(id))]
+    Unknown { var: &'static str, id: String },
+    /// The UUIDs name GPUs `uuids` (positions in PCI-bus order), `SLURM_STEP_GPUS` others.
+    #[error(
+        "Slurm's {var} names GPUs {uuids:?} in PCI-bus order, but SLURM_STEP_GPUS says {step_gpus:?}: gres.conf does \
+         not list the GPUs in PCI-bus order (ask your administrator)"
+    )]
+    Order { var: &'static str, uuids: Vec<u32>, step_gpus: Vec<u32> },
+}
+
 /// What Slurm's own `CUDA_VISIBLE_DEVICES`/`ROCR_VISIBLE_DEVICES` for the step adds: GPU UUIDs
 /// (`Flags=env_uuid`) name the step's GPUs without relying on gres.conf's order, and must
 /// agree with `SLURM_STEP_GPUS`; MIG instances cannot be mapped (the plugin names whole GPUs:
@@ -92,33 +114,18 @@ pub fn visible_gpus(
     env: &BTreeMap<String, String>,
     node: &Node,
     indices: Option<Vec<u32>>,
-) -> Result<Option<Vec<u32>>, String> {
+) -> Result<Option<Vec<u32>>, VisibleGpusError> {
     for var in crate::env::slurm_identity_variables() {
         let Some(value) = env.get(var) else { continue };
         match visible_devices(value) {
             VisibleDevices::Indices => {}
-            VisibleDevices::Mig(_) => {
-                return Err(format!(
-                    "the step's GPUs are MIG instances ({var}={}): map-by-device names whole GPUs, and naming the \
-                     parent GPU would hide every MIG instance from CUDA; keep Slurm's assignment with \
-                     --map-by-device=none, or map another device class",
-                    crate::text::quoted(value)
-                ))
-            }
+            VisibleDevices::Mig(_) => return Err(VisibleGpusError::Mig { var, value: value.clone() }),
             VisibleDevices::Uuids(ids) => {
-                let by_uuid = node.gpu_indices_of(&ids).map_err(|id| {
-                    format!(
-                        "Slurm gave the step GPU {} ({var}), which this node's topology does not have",
-                        crate::text::excerpt(&id)
-                    )
-                })?;
+                let by_uuid = node.gpu_indices_of(&ids).map_err(|id| VisibleGpusError::Unknown { var, id })?;
                 let mut sorted = by_uuid.clone();
                 sorted.sort_unstable();
                 if let Some(list) = indices.as_ref().filter(|l| **l != sorted) {
-                    return Err(format!(
-                        "Slurm's {var} names GPUs {sorted:?} in PCI-bus order, but SLURM_STEP_GPUS says {list:?}: \
-                         gres.conf does not list the GPUs in PCI-bus order (ask your administrator)"
-                    ));
+                    return Err(VisibleGpusError::Order { var, uuids: sorted, step_gpus: list.clone() });
                 }
                 return Ok(Some(sorted));
             }

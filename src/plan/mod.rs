@@ -23,7 +23,7 @@ mod types;
 
 pub use facts::{
     parse_step_gpus, spec_may_use_gpus, visible_devices, visible_gpus, StepFacts, StepGpusError, VisibleDevices,
-    MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
+    VisibleGpusError, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
 };
 pub use order::{device_order, interleave, named_device, DeviceOrder, Near};
 pub use types::{FixKind, IdentityFix, Paired, Plan, PlanError, RootWords, TaskPlan};

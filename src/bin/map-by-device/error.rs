@@ -16,8 +16,8 @@ pub(crate) enum CliError {
     CpuList { flag: &'static str, source: map_by_device::cpuset::CpuListError },
     #[error("--step-gpus: {0}")]
     StepGpus(#[from] map_by_device::plan::StepGpusError),
-    #[error("{0}")]
-    VisibleGpus(String),
+    #[error(transparent)]
+    VisibleGpus(#[from] map_by_device::plan::VisibleGpusError),
     #[error("invalid --env {given:?}: expected NAME=VALUE with a non-empty NAME")]
     Env { given: String },
     #[error("{flag} is empty: give the step's CPUs as a cpulist such as 0-3,8")]

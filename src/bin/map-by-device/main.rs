@@ -68,8 +68,7 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
             inputs::facts_fit(&facts, &node)?;
             if map_by_device::plan::spec_may_use_gpus(&spec) {
                 // Slurm's CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES given with --env, read as the plugin does.
-                facts.step_gpus = map_by_device::plan::visible_gpus(&facts.env, &node, facts.step_gpus.take())
-                    .map_err(CliError::VisibleGpus)?;
+                facts.step_gpus = map_by_device::plan::visible_gpus(&facts.env, &node, facts.step_gpus.take())?;
             }
             let outcome = plan(&spec, &node, &facts).map_err(preview_fix);
             if let Some(path) = &args.svg {
