@@ -321,14 +321,12 @@ fn larger_steps(node: &Node, spec: &Spec) -> Vec<DefaultStep> {
         .filter(|(n, _)| *n > 1)
         .map(|(n, why)| {
             let ntasks = u32::try_from(n).unwrap_or(u32::MAX);
-            let outcome = plan(spec, node, &StepFacts { ntasks, ..StepFacts::default() })
-                .map(|p| {
-                    let names = |t: &crate::plan::TaskPlan| {
-                        t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| d.name.clone()).collect()
-                    };
-                    (p.tasks.iter().map(names).collect(), p.warnings)
-                })
-                .map_err(|e| e.to_string());
+            let outcome = plan(spec, node, &StepFacts { ntasks, ..StepFacts::default() }).map(|p| {
+                let names = |t: &crate::plan::TaskPlan| {
+                    t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| d.name.clone()).collect()
+                };
+                (p.tasks.iter().map(names).collect(), p.warnings)
+            });
             DefaultStep { ntasks, why, outcome }
         })
         .collect()

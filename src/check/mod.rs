@@ -145,7 +145,7 @@ pub struct DefaultStep {
     pub why: String,
     /// Each task's device names and the plan's warnings, or the refusal (such jobs run
     /// unmapped: a default is soft).
-    pub outcome: Result<(Vec<Vec<String>>, Vec<String>), String>,
+    pub outcome: Result<(Vec<Vec<String>>, Vec<String>), crate::plan::PlanError>,
 }
 
 /// One device's line of the report.
