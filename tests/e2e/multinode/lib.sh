@@ -196,7 +196,7 @@ mn_init() {
 # mn_write_plugstack WHO ARGS: the plugstack file of a node (or of the clients); empty ARGS
 # with "-" means no plugin line at all.
 mn_write_plugstack() {
-    local who=$1 args=$2 f=$E2E_DIR/etc/plugstack-$1.conf
+    local args=$2 f=$E2E_DIR/etc/plugstack-$1.conf
     if [[ $args == - ]]; then
         : >"$f.new"
     else
