@@ -4,14 +4,15 @@
 #
 #   e2e_install_packages [PKG...]   # Debian packages (E2E_PACKAGES and PKG...), if missing (root)
 #   e2e_build_plugin                # cargo build --release -p map-by-device-spank
-#   e2e_init                        # private directory, ports, munge key
+#   e2e_init [NAME]                 # private directory, ports, munge key (multinode/lib.sh's
+#                                   # mn_init: the same, NAME mn, plus its nodes' files)
 #   cluster_start affinity|cgroup   # munged, slurmctld, slurmd -N node1; waits for idle
 #   set_plugstack "ARGS..."         # the plugin's plugstack.conf line (re-read by every
 #                                   # srun/sbatch and every step; no restart needed)
 #   cluster_stop                    # stops what cluster_start started, by pid
 #   e2e_slurmd_stop/e2e_slurmd_start  # restart slurmd alone (its init hook runs again)
 #
-# Everything lives under $E2E_DIR (a fresh mktemp directory under /run); the daemons find their config
+# Everything lives under $E2E_DIR (a fresh mktemp directory under /run, /run/mbd-NAME.*); the daemons find their config
 # through SLURM_CONF, exported here for every client this shell runs. Nothing system-wide is
 # touched, except the cgroup directories slurmd creates in cgroup mode, removed on stop.
 #
@@ -135,12 +136,13 @@ e2e_free_port() {
     return 1
 }
 
-# Creates the private directory, the munge key and the ports; installs the plugin there.
-# The directory is under /run, not /tmp: the plugin (root) reads topology=, config= and its
-# cache only through directories that only root can write (docs/admin-guide.md), and the
-# fixtures are copied into $E2E_TOPO for the same reason (a checkout may be anyone's).
+# e2e_init [NAME]: creates the private directory (/run/mbd-NAME.XXXXXX, NAME e2e by default),
+# the munge key and the ports; installs the plugin there. The directory is under /run, not
+# /tmp: the plugin (root) reads topology=, config= and its cache only through directories
+# that only root can write (docs/admin-guide.md), and the fixtures are copied into $E2E_TOPO
+# for the same reason (a checkout may be anyone's).
 e2e_init() {
-    E2E_DIR=$(mktemp -d /run/mbd-e2e.XXXXXX) || return 1
+    E2E_DIR=$(mktemp -d "/run/mbd-${1:-e2e}.XXXXXX") || return 1
     # World-readable so that jobs of an unprivileged user can read configs and the socket.
     chmod 755 "$E2E_DIR"
     mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work,topologies}

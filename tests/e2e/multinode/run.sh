@@ -46,6 +46,8 @@ CASE_CHECK=nodes_up
 CASE_WIDTH=86
 PROBE_SORT=(sort -V)
 DUMP_LOGS=mn_dump_logs
+CLUSTER_INIT=mn_init
+CLUSTER_CLEANUP=mn_cleanup
 
 # --- Helpers -----------------------------------------------------------------------------
 
@@ -593,7 +595,7 @@ main() {
     for entry in "${CASES[@]}"; do
         [[ -z $FILTER || ${entry%%|*} == *"$FILTER"* ]] && wanted+=("$entry")
     done
-    mn_install_packages || abort "installing the Debian packages"
+    e2e_install_packages "${MN_PACKAGES[@]}" || abort "installing the Debian packages"
     e2e_build_plugin || abort "building the plugin"
     local t1 t2 t3
     t1=$E2E_ROOT/topologies/$(mn_topology node1)
@@ -607,10 +609,9 @@ main() {
         [[ -n $v ]] || abort "reading the fixtures' identities ($t1 $t2 $t3)"
     done
 
-    mn_init || abort "creating the private cluster directory"
-    trap mn_cleanup EXIT
-    trap 'exit 130' INT TERM
-    PROBE=$E2E_DIR/work/probe.sh
+    cases_init
+    # cases_init's probe (PROBE) made multi-node: the task's rank, node and host too, and
+    # every variable the plugin may set.
     cat >"$PROBE" <<EOF
 #!/bin/bash
 # One line per task: rank, local id, Slurm's node name and gethostname(), CPUs, and every
