@@ -101,17 +101,14 @@ fi
 
 # count_suite LOG RC: prints "PASSED FAILED SKIPPED" for a suite's output.
 count_suite() {
-    local log=$1 rc=$2 passed=0 failed=0 skipped line
+    local log=$1 rc=$2 passed=0 failed=0 skipped
     if grep -q '^test result: ' "$log"; then
         read -r passed failed < <(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$log" |
             awk '{p += $1; f += $2} END {print p + 0, f + 0}')
         # A test binary that did not build or crashed has no result line.
         if grep -qE '^error(\[E[0-9]+\])?: ' "$log" && ((rc != 0 && failed == 0)); then failed=1; fi
     else
-        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-        if [[ -n $line ]]; then
-            read -r passed failed < <(sed -E 's/^([0-9]+) passed, ([0-9]+) failed.*/\1 \2/' <<<"$line")
-        fi
+        read -r passed failed < <(e2e_counts "$log" "$rc")
     fi
     ((rc != 0 && failed == 0)) && failed=1
     # (libtest may have printed "test NAME ... " in front of a test's own line)

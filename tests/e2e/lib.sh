@@ -11,6 +11,9 @@
 #                                   # srun/sbatch and every step; no restart needed)
 #   cluster_stop                    # stops what cluster_start started, by pid
 #   e2e_slurmd_stop/e2e_slurmd_start  # restart slurmd alone (its init hook runs again)
+#   e2e_counts LOG [RC]             # "PASSED FAILED" of a suite's output (the one parser of
+#                                   # the "N passed, N failed" lines: test-all.sh, the
+#                                   # package suite and .ci/run call it)
 #
 # Everything lives under $E2E_DIR (a fresh mktemp directory under /run, /run/mbd-NAME.*); the daemons find their config
 # through SLURM_CONF, exported here for every client this shell runs. Nothing system-wide is
@@ -47,6 +50,22 @@ declare -gA E2E_PIDS=()
 E2E_MODE=""
 
 e2e_log() { printf 'e2e: %s\n' "$*" >&2; }
+
+# e2e_counts LOG [RC]: "PASSED FAILED" of a suite's output LOG, by the convention in the header
+# of scripts/test-all.sh: its last line "N passed, N failed" counts (none: 0 0). With RC, the
+# suite's exit status: a non-zero one without a failure counted is one failure. Without RC (not
+# known), a LOG without that line (a run that stopped early, or no LOG) is one failure.
+e2e_counts() {
+    local line passed=0 failed=0
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" 2>/dev/null | tail -n 1)
+    if [[ -n $line ]]; then
+        read -r passed failed < <(sed -E 's/^([0-9]+) passed, ([0-9]+) failed.*/\1 \2/' <<<"$line")
+    elif [[ -z ${2:-} ]]; then
+        failed=1
+    fi
+    if [[ -n ${2:-} && $2 != 0 ]] && ((failed == 0)); then failed=1; fi
+    echo "$passed $failed"
+}
 
 # Installs the Debian packages the plugin's build and the cluster need, and the extra ones
 # given as arguments, if any is missing.

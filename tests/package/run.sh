@@ -24,10 +24,7 @@ for t in rpm-files deb-install; do
     echo "=== tests/package/$t.sh"
     rc=0
     "$repo/tests/package/$t.sh" 2>&1 | tee "$log" || rc=1
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
-    p=${line%% passed*} f=${line#* passed, } f=${f%% failed}
-    [[ -n $line ]] || p=0 f=0
-    ((rc != 0 && f == 0)) && f=1
+    read -r p f < <(e2e_counts "$log" "$rc")
     ((rc != 0)) && status=1
     total_p=$((total_p + p)) total_f=$((total_f + f))
     echo "=== tests/package/$t.sh: $p passed, $f failed, $(($(date +%s) - start)) s"
