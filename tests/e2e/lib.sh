@@ -404,6 +404,11 @@ e2e_dump_logs() {
 # Stops the cluster and removes the private directory (keeps it with E2E_KEEP=1).
 e2e_cleanup() {
     cluster_stop
+    e2e_remove_dir
+}
+
+# Removes the private directory, if any (keeps it with E2E_KEEP=1).
+e2e_remove_dir() {
     if [[ -n ${E2E_DIR:-} && -d $E2E_DIR ]]; then
         if [[ ${E2E_KEEP:-0} == 1 ]]; then
             e2e_log "kept $E2E_DIR"

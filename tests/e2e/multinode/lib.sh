@@ -426,11 +426,5 @@ mn_dump_logs() {
 mn_cleanup() {
     mn_cluster_stop
     mn_net_down
-    if [[ -n ${E2E_DIR:-} && -d $E2E_DIR ]]; then
-        if [[ ${E2E_KEEP:-0} == 1 ]]; then
-            mn_log "kept $E2E_DIR"
-        else
-            rm -rf "$E2E_DIR"
-        fi
-    fi
+    e2e_remove_dir
 }
