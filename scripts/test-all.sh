@@ -99,7 +99,8 @@ if [[ $(id -u) != 0 ]]; then
     exit 1
 fi
 
-# count_suite LOG RC: prints "PASSED FAILED SKIPPED" for a suite's output.
+# count_suite LOG RC: prints "PASSED FAILED SKIPPED" for a suite's output (cargo's lines here,
+# the "N passed, N failed" line by lib.sh's e2e_counts, the one parser of it).
 count_suite() {
     local log=$1 rc=$2 passed=0 failed=0 skipped
     if grep -q '^test result: ' "$log"; then

@@ -3,7 +3,8 @@
 # on this one machine (lib.sh: one slurmd per network + UTS namespace, slurmctld and the
 # clients in a hub namespace), driven with real srun/sbatch, checked from inside the tasks:
 # node name (Slurm's and gethostname()), SLURM_PROCID, SLURM_LOCALID, Cpus_allowed_list and
-# every variable the plugin may set. The case runner and verdicts are tests/e2e/cases.sh's.
+# every variable the plugin may set. The case runner, its init (cases_init: e2e_init under
+# mn_init) and the verdicts are tests/e2e/cases.sh's.
 #
 #   flock /tmp/mbd-slurm.lock tests/e2e/multinode/run.sh          # every case (root)
 #   flock /tmp/mbd-slurm.lock tests/e2e/multinode/run.sh refus    # cases whose name has "refus"
