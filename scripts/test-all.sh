@@ -80,12 +80,11 @@ check_demo() {
 export -f check_demo
 
 # check_shell: every shell script of the repository passes shellcheck at severity warning
-# (sources followed: -x), one count per file. tests/e2e/multinode/ is left out for now: it
-# is being moved onto tests/e2e/cases.sh's case runner (issue 25.6), and checked once there.
+# (sources followed: -x), one count per file.
 check_shell() {
     local files f ok=0 bad=0
-    mapfile -t files < <(find . \( -path ./target -o -path ./fuzz/target -o -path ./tests/e2e/multinode \
-        -o -name '.[!c]*' \) -prune -o -type f \( -name '*.sh' -o -path ./.ci/run \) -print | sort)
+    mapfile -t files < <(find . \( -path ./target -o -path ./fuzz/target -o -name '.[!c]*' \) -prune \
+        -o -type f \( -name '*.sh' -o -path ./.ci/run \) -print | sort)
     for f in "${files[@]}"; do
         if shellcheck -x -S warning "$f"; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
     done
@@ -100,19 +99,17 @@ if [[ $(id -u) != 0 ]]; then
     exit 1
 fi
 
-# count_suite LOG RC: prints "PASSED FAILED SKIPPED" for a suite's output.
+# count_suite LOG RC: prints "PASSED FAILED SKIPPED" for a suite's output (cargo's lines here,
+# the "N passed, N failed" line by lib.sh's e2e_counts, the one parser of it).
 count_suite() {
-    local log=$1 rc=$2 passed=0 failed=0 skipped line
+    local log=$1 rc=$2 passed=0 failed=0 skipped
     if grep -q '^test result: ' "$log"; then
         read -r passed failed < <(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$log" |
             awk '{p += $1; f += $2} END {print p + 0, f + 0}')
         # A test binary that did not build or crashed has no result line.
         if grep -qE '^error(\[E[0-9]+\])?: ' "$log" && ((rc != 0 && failed == 0)); then failed=1; fi
     else
-        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-        if [[ -n $line ]]; then
-            read -r passed failed < <(sed -E 's/^([0-9]+) passed, ([0-9]+) failed.*/\1 \2/' <<<"$line")
-        fi
+        read -r passed failed < <(e2e_counts "$log" "$rc")
     fi
     ((rc != 0 && failed == 0)) && failed=1
     # (libtest may have printed "test NAME ... " in front of a test's own line)

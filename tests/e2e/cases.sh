@@ -5,7 +5,7 @@
 # tests/e2e/multinode/lib.sh, which sources it). Then:
 #
 #   cases_fixtures                 # UUID0/UUID1, GPU_LINES, NET_LINES, ALL_CPUS, UNMAPPED_LINES, LIVE_*
-#   cases_init                     # e2e_init, the cleanup trap, FIX* in root-only copies, PROBE
+#   cases_init                     # CLUSTER_INIT, the cleanup trap, FIX* in root-only copies, PROBE
 #   run_phase MODE SETUP "name|function"...   # one cluster, the selected cases
 #   summary                        # the failed cases, notes, skipped: lines (SKIPS), "N passed, N failed"
 #   build_hooks_plugin             # HOOKS_PLUGIN: a build with the test-hooks feature
@@ -13,7 +13,8 @@
 # What a suite may change (the multi-node suite does): CASE_CHECK, the check after every case
 # (default node_up: the single node is still in service); CASE_WIDTH, the width of a case's
 # name in its line; PROBE_SORT, how probe sorts the tasks' lines; DUMP_LOGS, what prints the
-# daemons' logs when a case failed.
+# daemons' logs when a case failed; CLUSTER_INIT and CLUSTER_CLEANUP, what makes the private
+# cluster directory and what the exit trap runs (default e2e_init and e2e_cleanup).
 
 FILTER=${1:-}
 PASSED=0
@@ -32,6 +33,8 @@ CASE_CHECK=node_up
 CASE_WIDTH=78
 PROBE_SORT=(sort)
 DUMP_LOGS=e2e_dump_logs
+CLUSTER_INIT=e2e_init
+CLUSTER_CLEANUP=e2e_cleanup
 
 # --- Helpers -----------------------------------------------------------------------------
 
@@ -249,10 +252,11 @@ cases_fixtures() {
     LIVE_NET=$(grep -c '^network ' <<<"$LIVE_DEVICES")
 }
 
-# The private cluster directory (removed at exit), the fixtures' root-only copies, the probe.
+# The private cluster directory (CLUSTER_INIT; CLUSTER_CLEANUP at exit removes it), the
+# fixtures' root-only copies, the probe.
 cases_init() {
-    e2e_init || abort "creating the private cluster directory"
-    trap e2e_cleanup EXIT
+    "$CLUSTER_INIT" || abort "creating the private cluster directory"
+    trap '"$CLUSTER_CLEANUP"' EXIT
     # The plugin reads topology= only from root-only directories: the private copies.
     FIX=$E2E_TOPO/${FIX##*/} FIX_DRM=$E2E_TOPO/${FIX_DRM##*/} FIX_SNC=$E2E_TOPO/${FIX_SNC##*/}
     trap 'exit 130' INT TERM

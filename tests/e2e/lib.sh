@@ -4,14 +4,18 @@
 #
 #   e2e_install_packages [PKG...]   # Debian packages (E2E_PACKAGES and PKG...), if missing (root)
 #   e2e_build_plugin                # cargo build --release -p map-by-device-spank
-#   e2e_init                        # private directory, ports, munge key
+#   e2e_init [NAME]                 # private directory, ports, munge key (multinode/lib.sh's
+#                                   # mn_init: the same, NAME mn, plus its nodes' files)
 #   cluster_start affinity|cgroup   # munged, slurmctld, slurmd -N node1; waits for idle
 #   set_plugstack "ARGS..."         # the plugin's plugstack.conf line (re-read by every
 #                                   # srun/sbatch and every step; no restart needed)
 #   cluster_stop                    # stops what cluster_start started, by pid
 #   e2e_slurmd_stop/e2e_slurmd_start  # restart slurmd alone (its init hook runs again)
+#   e2e_counts LOG [RC]             # "PASSED FAILED" of a suite's output (the one parser of
+#                                   # the "N passed, N failed" lines: test-all.sh, the
+#                                   # package suite and .ci/run call it)
 #
-# Everything lives under $E2E_DIR (a fresh mktemp directory under /run); the daemons find their config
+# Everything lives under $E2E_DIR (a fresh mktemp directory under /run, /run/mbd-NAME.*); the daemons find their config
 # through SLURM_CONF, exported here for every client this shell runs. Nothing system-wide is
 # touched, except the cgroup directories slurmd creates in cgroup mode, removed on stop.
 #
@@ -46,6 +50,22 @@ declare -gA E2E_PIDS=()
 E2E_MODE=""
 
 e2e_log() { printf 'e2e: %s\n' "$*" >&2; }
+
+# e2e_counts LOG [RC]: "PASSED FAILED" of a suite's output LOG, by the convention in the header
+# of scripts/test-all.sh: its last line "N passed, N failed" counts (none: 0 0). With RC, the
+# suite's exit status: a non-zero one without a failure counted is one failure. Without RC (not
+# known), a LOG without that line (a run that stopped early, or no LOG) is one failure.
+e2e_counts() {
+    local line passed=0 failed=0
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" 2>/dev/null | tail -n 1)
+    if [[ -n $line ]]; then
+        read -r passed failed < <(sed -E 's/^([0-9]+) passed, ([0-9]+) failed.*/\1 \2/' <<<"$line")
+    elif [[ -z ${2:-} ]]; then
+        failed=1
+    fi
+    if [[ -n ${2:-} && $2 != 0 ]] && ((failed == 0)); then failed=1; fi
+    echo "$passed $failed"
+}
 
 # Installs the Debian packages the plugin's build and the cluster need, and the extra ones
 # given as arguments, if any is missing.
@@ -135,12 +155,13 @@ e2e_free_port() {
     return 1
 }
 
-# Creates the private directory, the munge key and the ports; installs the plugin there.
-# The directory is under /run, not /tmp: the plugin (root) reads topology=, config= and its
-# cache only through directories that only root can write (docs/admin-guide.md), and the
-# fixtures are copied into $E2E_TOPO for the same reason (a checkout may be anyone's).
+# e2e_init [NAME]: creates the private directory (/run/mbd-NAME.XXXXXX, NAME e2e by default),
+# the munge key and the ports; installs the plugin there. The directory is under /run, not
+# /tmp: the plugin (root) reads topology=, config= and its cache only through directories
+# that only root can write (docs/admin-guide.md), and the fixtures are copied into $E2E_TOPO
+# for the same reason (a checkout may be anyone's).
 e2e_init() {
-    E2E_DIR=$(mktemp -d /run/mbd-e2e.XXXXXX) || return 1
+    E2E_DIR=$(mktemp -d "/run/mbd-${1:-e2e}.XXXXXX") || return 1
     # World-readable so that jobs of an unprivileged user can read configs and the socket.
     chmod 755 "$E2E_DIR"
     mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work,topologies}
@@ -383,6 +404,11 @@ e2e_dump_logs() {
 # Stops the cluster and removes the private directory (keeps it with E2E_KEEP=1).
 e2e_cleanup() {
     cluster_stop
+    e2e_remove_dir
+}
+
+# Removes the private directory, if any (keeps it with E2E_KEEP=1).
+e2e_remove_dir() {
     if [[ -n ${E2E_DIR:-} && -d $E2E_DIR ]]; then
         if [[ ${E2E_KEEP:-0} == 1 ]]; then
             e2e_log "kept $E2E_DIR"

@@ -17,18 +17,17 @@
 # Slurm-dependent crates are rebuilt for the next one).
 set -uo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=tests/package/check.sh
-source "$repo/tests/package/check.sh"
+# shellcheck source=tests/package/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 target=${CARGO_TARGET_DIR:-$repo/target}
 work=$(mktemp -d /tmp/mbd-build-and-load.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-(($#)) || { echo "usage: tests/package/build-and-load.sh PREFIX..." >&2; echo "0 passed, 1 failed"; exit 1; }
+(($#)) || die "usage: tests/package/build-and-load.sh PREFIX..."
 
 host_series=$("$repo/packaging/slurm-info.sh" series 2>/dev/null || true)
 # The plugin for this machine's own Slurm, and the tool (check).
 (cd "$repo" && cargo build --quiet --release --locked -p map-by-device-spank -p map-by-device) ||
-    { echo "cannot build the plugin for this machine's Slurm"; echo "0 passed, 1 failed"; exit 1; }
+    die "cannot build the plugin for this machine's Slurm"
 own=$target/release/libmap_by_device_spank.so
 tool=$target/release/map-by-device
 refusal_checked=0

@@ -10,18 +10,8 @@
 # are only unpacked (dpkg-deb -x), never installed. Ends with "N passed, N failed".
 set -uo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=tests/e2e/lib.sh
-source "$repo/tests/e2e/lib.sh"
-# shellcheck source=tests/package/check.sh
-source "$repo/tests/package/check.sh"
-
-die() {
-    echo "cross-release: $*" >&2
-    failed=$((failed + 1))
-    checks_done
-    exit 1
-}
+# shellcheck source=tests/package/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $(id -u) == 0 ]] || die "run as root: this test starts slurmctld and slurmd"
 (($#)) || die "usage: tests/package/cross-release.sh DEB..."

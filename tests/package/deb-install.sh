@@ -13,18 +13,8 @@
 # Refuses to run when map-by-device is already installed (it would purge it).
 set -uo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=tests/e2e/lib.sh
-source "$repo/tests/e2e/lib.sh"
-
-# shellcheck source=tests/package/check.sh
-source "$repo/tests/package/check.sh"
-die() {
-    echo "deb-install: $*" >&2
-    failed=$((failed + 1))
-    checks_done
-    exit 1
-}
+# shellcheck source=tests/package/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $(id -u) == 0 ]] || die "run as root: this test installs and removes a package"
 if dpkg-query -W -f='${Status}' map-by-device 2>/dev/null | grep -q "install ok installed"; then

@@ -5,9 +5,8 @@
 #   tests/package/rpm-files.sh [RPM]     (without RPM, builds one into target/packages)
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=tests/package/check.sh
-source "$repo/tests/package/check.sh"
+# shellcheck source=tests/package/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 rpm=${1:-}
 [[ -z $rpm || $rpm == /* ]] || rpm=$PWD/$rpm

@@ -9,23 +9,11 @@
 # as one failure).
 set -uo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-need=(debhelper dpkg-dev rpm)
-missing=()
-for p in "${need[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    [[ $(id -u) == 0 ]] || { echo "package tests: missing ${missing[*]} (run as root)" >&2; exit 1; }
-    echo "package tests: installing ${missing[*]}" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-        exit 1
-fi
-# Building needs the Slurm and library headers too (the e2e suite installed them; make sure).
-# shellcheck source=tests/e2e/lib.sh
-source "$repo/tests/e2e/lib.sh"
-e2e_install_packages || exit 1
+# shellcheck source=tests/package/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# The packaging tools, and the Slurm and library headers the builds need (the e2e suite
+# installed those; make sure).
+e2e_install_packages debhelper dpkg-dev rpm || exit 1
 
 status=0
 total_p=0 total_f=0
@@ -36,10 +24,7 @@ for t in rpm-files deb-install; do
     echo "=== tests/package/$t.sh"
     rc=0
     "$repo/tests/package/$t.sh" 2>&1 | tee "$log" || rc=1
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
-    p=${line%% passed*} f=${line#* passed, } f=${f%% failed}
-    [[ -n $line ]] || p=0 f=0
-    ((rc != 0 && f == 0)) && f=1
+    read -r p f < <(e2e_counts "$log" "$rc")
     ((rc != 0)) && status=1
     total_p=$((total_p + p)) total_f=$((total_f + f))
     echo "=== tests/package/$t.sh: $p passed, $f failed, $(($(date +%s) - start)) s"

@@ -4,7 +4,8 @@
 # install, the plugin build and the daemon helpers), then:
 #
 #   mn_set_nodes K          # node1 .. nodeK (default 3)
-#   mn_init                 # private directory, munge key, plugin, per-node plugstack files
+#   mn_init                 # e2e_init's private directory, munge key and plugin; each
+#                           # node's config, plugstack and hosts files
 #   mn_net_up               # network namespaces: a hub with a bridge, one per node
 #   mn_cluster_start        # munged, slurmctld in the hub, one slurmd per node namespace; each
 #                           # node's topology cache then holds its fixture (MN_SOURCE=cache)
@@ -64,16 +65,12 @@ MN_MIX=(e2e-2gpu.xml e2e-2gpu-amd.xml)
 MN_PREFIX=mbd$$
 MN_HUB=$MN_PREFIX-hub
 MN_NETNS=()
-# iproute2 for the namespaces, util-linux for nsenter/unshare.
+# iproute2 for the namespaces, util-linux for nsenter/unshare: the suites install them with
+# the single-node suite's (e2e_install_packages "${MN_PACKAGES[@]}").
+# shellcheck disable=SC2034 # for the scripts that source this file
 MN_PACKAGES=(iproute2 util-linux)
 
 mn_log() { printf 'multinode: %s\n' "$*" >&2; }
-
-# Installs the Debian packages the single-node suite needs, and iproute2.
-mn_install_packages() {
-    E2E_PACKAGES+=("${MN_PACKAGES[@]}")
-    e2e_install_packages
-}
 
 # mn_set_nodes K: the cluster's nodes, node1 .. nodeK (at most 65000).
 mn_set_nodes() {
@@ -154,17 +151,13 @@ mn_net_down() {
     MN_NETNS=()
 }
 
-# The private directory, the munge key, the plugin and each node's plugstack. Under /run,
-# like the single-node suite's: the plugin (root) reads topology= and its settings only
-# through directories that only root can write, so the fixtures are copied in.
+# The single-node suite's private directory (e2e_init: /run/mbd-mn.*, the fixtures in
+# root-only copies, the munge key, the plugin), and each node's files: its config file, its
+# plugstack and /etc/hosts.
 mn_init() {
     local node
-    E2E_DIR=$(mktemp -d /run/mbd-mn.XXXXXX) || return 1
-    chmod 755 "$E2E_DIR"
-    mkdir -p "$E2E_DIR"/{etc,munge,log,state,spool,lib,work,topologies,nodes}
-    chmod 755 "$E2E_DIR"/{etc,munge,lib,topologies,nodes}
-    chmod 1777 "$E2E_DIR/work"
-    cp "$E2E_ROOT"/topologies/*.xml "$E2E_DIR/topologies/" && chmod 644 "$E2E_DIR"/topologies/*.xml || return 1
+    e2e_init mn || return 1
+    mkdir -m 755 "$E2E_DIR/nodes" || return 1
     # Each node's config file, for the cache path: its own cache directory (several slurmd on
     # one machine would share the default /run/map-by-device) and driver-file roots.
     for node in "${MN_NODES[@]}"; do
@@ -173,12 +166,6 @@ mn_init() {
             "$E2E_DIR/nodes/$node/sys" "$E2E_DIR/nodes/$node/proc" >"$E2E_DIR/nodes/$node/mbd.toml"
         chmod 644 "$E2E_DIR/nodes/$node/mbd.toml"
     done
-    mungekey --create --keyfile="$E2E_DIR/munge/munge.key" >/dev/null 2>&1 ||
-        dd if=/dev/urandom of="$E2E_DIR/munge/munge.key" bs=1024 count=1 status=none
-    chmod 600 "$E2E_DIR/munge/munge.key"
-    export SLURM_CONF=$E2E_DIR/etc/slurm.conf
-    E2E_PLUGIN=$E2E_DIR/lib/map_by_device.so
-    [[ -n ${E2E_PLUGIN_BUILT:-} ]] && e2e_install_plugin "$E2E_PLUGIN_BUILT"
     # Each node's own topology (or config file) from the start: with topology= slurmd's init
     # writes no cache; with the config file, it writes its own node's.
     set_plugstacks ""
@@ -196,7 +183,7 @@ mn_init() {
 # mn_write_plugstack WHO ARGS: the plugstack file of a node (or of the clients); empty ARGS
 # with "-" means no plugin line at all.
 mn_write_plugstack() {
-    local who=$1 args=$2 f=$E2E_DIR/etc/plugstack-$1.conf
+    local args=$2 f=$E2E_DIR/etc/plugstack-$1.conf
     if [[ $args == - ]]; then
         : >"$f.new"
     else
@@ -439,11 +426,5 @@ mn_dump_logs() {
 mn_cleanup() {
     mn_cluster_stop
     mn_net_down
-    if [[ -n ${E2E_DIR:-} && -d $E2E_DIR ]]; then
-        if [[ ${E2E_KEEP:-0} == 1 ]]; then
-            mn_log "kept $E2E_DIR"
-        else
-            rm -rf "$E2E_DIR"
-        fi
-    fi
+    e2e_remove_dir
 }

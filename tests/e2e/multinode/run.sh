@@ -3,7 +3,8 @@
 # on this one machine (lib.sh: one slurmd per network + UTS namespace, slurmctld and the
 # clients in a hub namespace), driven with real srun/sbatch, checked from inside the tasks:
 # node name (Slurm's and gethostname()), SLURM_PROCID, SLURM_LOCALID, Cpus_allowed_list and
-# every variable the plugin may set. The case runner and verdicts are tests/e2e/cases.sh's.
+# every variable the plugin may set. The case runner, its init (cases_init: e2e_init under
+# mn_init) and the verdicts are tests/e2e/cases.sh's.
 #
 #   flock /tmp/mbd-slurm.lock tests/e2e/multinode/run.sh          # every case (root)
 #   flock /tmp/mbd-slurm.lock tests/e2e/multinode/run.sh refus    # cases whose name has "refus"
@@ -33,9 +34,8 @@ source "$HERE/lib.sh"
 # The nodes and their topologies (lib.sh's mn_topology): the three of the cases above, and
 # six more with GPUs for the eight-node cases (MN_MIX: NVIDIA with adapters, AMD).
 mn_set_nodes 9
-MN_TOPOLOGY_node1=e2e-2gpu.xml
-MN_TOPOLOGY_node2=e2e-2gpu-amd.xml
-MN_TOPOLOGY_node3=e2e-nogpu.xml
+# shellcheck disable=SC2034 # read by lib.sh's mn_topology, by name (${!v})
+MN_TOPOLOGY_node1=e2e-2gpu.xml MN_TOPOLOGY_node2=e2e-2gpu-amd.xml MN_TOPOLOGY_node3=e2e-nogpu.xml
 
 # shellcheck source=tests/e2e/cases.sh
 source "$HERE/../cases.sh"
@@ -47,6 +47,8 @@ CASE_CHECK=nodes_up
 CASE_WIDTH=86
 PROBE_SORT=(sort -V)
 DUMP_LOGS=mn_dump_logs
+CLUSTER_INIT=mn_init
+CLUSTER_CLEANUP=mn_cleanup
 
 # --- Helpers -----------------------------------------------------------------------------
 
@@ -66,14 +68,16 @@ nodes_up() {
 hub_env() { mn_hub env "$@"; }
 
 # tl RANK LOCAL NODE CPUS [VAR=VALUE...]: the probe's line for a task; variables not given
-# are expected unset ("-").
+# are expected unset ("-"). An argument may hold several VAR=VALUE words (what n1gpu and the
+# like print): no value has a space.
 tl() {
-    local rank=$1 local_id=$2 node=$3 cpus=$4 v kv out
+    local rank=$1 local_id=$2 node=$3 cpus=$4 v kv out kvs
     shift 4
+    read -ra kvs <<<"$*"
     out="rank=$rank local=$local_id node=$node host=$node cpus=$cpus"
     for v in "${VARS[@]}"; do
         local val=-
-        for kv in "$@"; do
+        for kv in "${kvs[@]}"; do
             [[ ${kv%%=*} == "$v" ]] && val=${kv#*=}
         done
         out+=" $v=$val"
@@ -130,10 +134,10 @@ c_two_vendors() {
     # Local ids restart on node2; each node names its own GPUs and itself.
     probe -w node1,node2 -N2 -n4 --map-by-device=gpu
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1gpu 0)
-        tl 1 1 node1 1 $(n1gpu 1)
-        tl 2 0 node2 1 $(n2gpu 0)
-        tl 3 1 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0 "$(n1gpu 0)"
+        tl 1 1 node1 1 "$(n1gpu 1)"
+        tl 2 0 node2 1 "$(n2gpu 0)"
+        tl 3 1 node2 0 "$(n2gpu 1)"
     )"
 }
 
@@ -141,17 +145,17 @@ c_cyclic_block() {
     set_plugstacks ""
     probe -w node1,node2 -N2 -n4 --distribution=cyclic --map-by-device=gpu
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1gpu 0)
-        tl 1 0 node2 1 $(n2gpu 0)
-        tl 2 1 node1 1 $(n1gpu 1)
-        tl 3 1 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0 "$(n1gpu 0)"
+        tl 1 0 node2 1 "$(n2gpu 0)"
+        tl 2 1 node1 1 "$(n1gpu 1)"
+        tl 3 1 node2 0 "$(n2gpu 1)"
     )" || return 1
     probe -w node1,node2 -N2 -n4 --distribution=block --map-by-device=gpu
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1gpu 0)
-        tl 1 1 node1 1 $(n1gpu 1)
-        tl 2 0 node2 1 $(n2gpu 0)
-        tl 3 1 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0 "$(n1gpu 0)"
+        tl 1 1 node1 1 "$(n1gpu 1)"
+        tl 2 0 node2 1 "$(n2gpu 0)"
+        tl 3 1 node2 0 "$(n2gpu 1)"
     )"
 }
 
@@ -160,8 +164,8 @@ c_network() {
     # node1's HCA next to the step's CPU; node3's Ethernet adapter (no NCCL/UCX name).
     probe -w node1,node3 -N2 -n2 --map-by-device=network
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1hca 0)
-        tl 1 0 node3 0 $(n3nic)
+        tl 0 0 node1 0 "$(n1hca 0)"
+        tl 1 0 node3 0 "$(n3nic)"
     )"
 }
 
@@ -170,9 +174,9 @@ c_adapters() {
     # node1's tasks: the GPU and the HCA beside it, PMIX_DEVICE_ID naming the GPU then the HCA;
     # UCX each task's own HCA, NCCL_IB_HCA the same list of node1's HCAs in both (NCCL requires
     # one value on every rank of a node), whichever global ranks node1 holds.
-    local a0=("CUDA_VISIBLE_DEVICES=${N1_UUID[0]}" NCCL_IB_HCA==mlx5_0,mlx5_1 UCX_NET_DEVICES=mlx5_0:1
+    local a0=("CUDA_VISIBLE_DEVICES=${N1_UUID[0]}" "NCCL_IB_HCA==mlx5_0,mlx5_1" UCX_NET_DEVICES=mlx5_0:1
         "PMIX_DEVICE_ID=gpu://node1::nvml0,fab://${N1_GUID[0]}::${N1_GUID[0]}")
-    local a1=("CUDA_VISIBLE_DEVICES=${N1_UUID[1]}" NCCL_IB_HCA==mlx5_0,mlx5_1 UCX_NET_DEVICES=mlx5_1:1
+    local a1=("CUDA_VISIBLE_DEVICES=${N1_UUID[1]}" "NCCL_IB_HCA==mlx5_0,mlx5_1" UCX_NET_DEVICES=mlx5_1:1
         "PMIX_DEVICE_ID=gpu://node1::nvml1,fab://${N1_GUID[1]}::${N1_GUID[1]}")
     local none="adapters: node node2 has no network adapter that NCCL_IB_HCA, UCX_NET_DEVICES or PSM3_NIC names"
     # node2 has no adapter: its tasks get their GPU alone, and node2 says so once (never a
@@ -181,8 +185,8 @@ c_adapters() {
     expect_rc 0 && expect_out "$(
         tl 0 0 node1 0 "${a0[@]}"
         tl 1 1 node1 1 "${a1[@]}"
-        tl 2 0 node2 1 $(n2gpu 0)
-        tl 3 1 node2 0 $(n2gpu 1)
+        tl 2 0 node2 1 "$(n2gpu 0)"
+        tl 3 1 node2 0 "$(n2gpu 1)"
     )" && expect_err "map-by-device: warning: $none" &&
         expect_err "node1, task 0 (global 0): gpu 0000:17:00.0 cuda0 ${N1_UUID[0]}, paired network 0000:18:00.0 mlx5_0; CPUs 0 set;" &&
         expect_err "node1, task 1 (global 1): gpu 0000:65:00.0 cuda1 ${N1_UUID[1]}, paired network 0000:66:00.0 mlx5_1; CPUs 1 set;" &&
@@ -193,9 +197,9 @@ c_adapters() {
     probe -w node1,node2 -N2 -n4 --distribution=cyclic --map-by-device=gpu:adapters
     expect_rc 0 && expect_out "$(
         tl 0 0 node1 0 "${a0[@]}"
-        tl 1 0 node2 1 $(n2gpu 0)
+        tl 1 0 node2 1 "$(n2gpu 0)"
         tl 2 1 node1 1 "${a1[@]}"
-        tl 3 1 node2 0 $(n2gpu 1)
+        tl 3 1 node2 0 "$(n2gpu 1)"
     )" || return 1
     # node3 has no GPU: an explicit gpu:adapters fails the step there, naming the node.
     run srun -w node1,node3 -N2 -n2 --map-by-device=gpu:adapters true
@@ -218,7 +222,7 @@ c_missing_class_default() {
     # The admin's default is soft: node3 runs unmapped, node1 is mapped.
     probe -w node1,node3 -N2 -n2
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1gpu 0)
+        tl 0 0 node1 0 "$(n1gpu 0)"
         tl 1 0 node3 0
     )" && expect_no_err "map-by-device" || return 1
     grep -q "default not applied, task runs unmapped: node node3 has no gpu devices" "$E2E_DIR/log/slurmd-node3.log" ||
@@ -233,7 +237,7 @@ c_no_plugstack_line() {
     probe -w node1,node3 -N2 -n2 --map-by-device=network
     set_plugstacks ""
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1hca 0)
+        tl 0 0 node1 0 "$(n1hca 0)"
         tl 1 0 node3 0
     )" || return 1
     grep -q 'option "map-by-device" not found' "$E2E_DIR/log/slurmd-node3.log" ||
@@ -262,15 +266,15 @@ c_het_same() {
     run srun -w node1 -n1 --map-by-device=gpu "$PROBE" : -w node2 -n1 --map-by-device=gpu "$PROBE"
     OUT=$(sort -V <<<"$OUT")
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1gpu 0)
-        tl 1 0 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0 "$(n1gpu 0)"
+        tl 1 0 node2 0 "$(n2gpu 1)"
     )" || return 1
     # The environment form applies to every component alike.
     run hub_env "$OPTION_ENV=network" srun -w node1 -n1 "$PROBE" : -w node3 -n1 "$PROBE"
     OUT=$(sort -V <<<"$OUT")
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1hca 0)
-        tl 1 0 node3 0 $(n3nic)
+        tl 0 0 node1 0 "$(n1hca 0)"
+        tl 1 0 node3 0 "$(n3nic)"
     )"
 }
 
@@ -324,21 +328,21 @@ c_partial_node() {
     # its task gets the other one, next to CPU 0.
     probe -w node1,node2 -N2 -n2 --map-by-device=gpu
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1gpu 0)
-        tl 1 0 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0 "$(n1gpu 0)"
+        tl 1 0 node2 0 "$(n2gpu 1)"
     )" || return 1
     # bind=none keeps Slurm's CPU and still hands out the near GPU first.
     probe -w node1,node2 -N2 -n2 --map-by-device=gpu:bind=none
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1gpu 0)
-        tl 1 0 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0 "$(n1gpu 0)"
+        tl 1 0 node2 0 "$(n2gpu 1)"
     )" || return 1
     # Under the admin's default the same step is mapped, not quietly left unmapped.
     set_plugstacks "default=gpu"
     probe -w node1,node2 -N2 -n2
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 $(n1gpu 0)
-        tl 1 0 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0 "$(n1gpu 0)"
+        tl 1 0 node2 0 "$(n2gpu 1)"
     )"
 }
 
@@ -380,8 +384,8 @@ EOF
     # nodes; an srun's own --map-by-device=none overrides it.
     expect_out "$(
         echo "script node=node1 CUDA_VISIBLE_DEVICES=- ROCR_VISIBLE_DEVICES=-"
-        tl 0 0 node1 0 $(n1gpu 0)
-        tl 1 0 node2 0 $(n2gpu 1)
+        tl 0 0 node1 0 "$(n1gpu 0)"
+        tl 1 0 node2 0 "$(n2gpu 1)"
         tl 0 0 node1 0
         tl 1 0 node2 0
     )"
@@ -404,16 +408,16 @@ c_gres() {
     # vendor's runtime.
     gres_probe -w node1,node2 -N2 -n2 -c2 --gres=gpu:1 --map-by-device=gpu
     expect_rc 0 && expect_out "$(
-        echo "$(tl 0 0 node1 0 $idx $(n1gpu 0)) SLURM_STEP_GPUS=0"
-        echo "$(tl 1 0 node2 1 $idx2 $(n2gpu 0)) SLURM_STEP_GPUS=0"
+        echo "$(tl 0 0 node1 0 "$idx" "$(n1gpu 0)") SLURM_STEP_GPUS=0"
+        echo "$(tl 1 0 node2 1 "$idx2" "$(n2gpu 0)") SLURM_STEP_GPUS=0"
     )" || return 1
     # Both GPUs of both nodes, two tasks per node: each task its own.
     gres_probe -w node1,node2 -N2 -n4 --gres=gpu:2 --map-by-device=gpu
     expect_rc 0 && expect_out "$(
-        echo "$(tl 0 0 node1 0 $idx $(n1gpu 0)) SLURM_STEP_GPUS=0,1"
-        echo "$(tl 1 1 node1 1 $idx $(n1gpu 1)) SLURM_STEP_GPUS=0,1"
-        echo "$(tl 2 0 node2 1 $idx2 $(n2gpu 0)) SLURM_STEP_GPUS=0,1"
-        echo "$(tl 3 1 node2 0 $idx2 $(n2gpu 1)) SLURM_STEP_GPUS=0,1"
+        echo "$(tl 0 0 node1 0 "$idx" "$(n1gpu 0)") SLURM_STEP_GPUS=0,1"
+        echo "$(tl 1 1 node1 1 "$idx" "$(n1gpu 1)") SLURM_STEP_GPUS=0,1"
+        echo "$(tl 2 0 node2 1 "$idx2" "$(n2gpu 0)") SLURM_STEP_GPUS=0,1"
+        echo "$(tl 3 1 node2 0 "$idx2" "$(n2gpu 1)") SLURM_STEP_GPUS=0,1"
     )"
 }
 
@@ -421,8 +425,8 @@ c_twenty_steps() {
     set_plugstacks ""
     local i want
     want=$(
-        tl 0 0 node1 0 $(n1hca 0)
-        tl 1 0 node3 0 $(n3nic)
+        tl 0 0 node1 0 "$(n1hca 0)"
+        tl 1 0 node3 0 "$(n3nic)"
     )
     for ((i = 1; i <= 20; i++)); do
         if ((i % 2)); then
@@ -431,10 +435,10 @@ c_twenty_steps() {
         else
             probe -w node1,node2 -N2 -n4 --map-by-device=gpu
             expect_rc 0 && expect_out "$(
-                tl 0 0 node1 0 $(n1gpu 0)
-                tl 1 1 node1 1 $(n1gpu 1)
-                tl 2 0 node2 1 $(n2gpu 0)
-                tl 3 1 node2 0 $(n2gpu 1)
+                tl 0 0 node1 0 "$(n1gpu 0)"
+                tl 1 1 node1 1 "$(n1gpu 1)"
+                tl 2 0 node2 1 "$(n2gpu 0)"
+                tl 3 1 node2 0 "$(n2gpu 1)"
             )" || { echo "(step $i)"; return 1; }
         fi
     done
@@ -592,7 +596,7 @@ main() {
     for entry in "${CASES[@]}"; do
         [[ -z $FILTER || ${entry%%|*} == *"$FILTER"* ]] && wanted+=("$entry")
     done
-    mn_install_packages || abort "installing the Debian packages"
+    e2e_install_packages "${MN_PACKAGES[@]}" || abort "installing the Debian packages"
     e2e_build_plugin || abort "building the plugin"
     local t1 t2 t3
     t1=$E2E_ROOT/topologies/$(mn_topology node1)
@@ -606,10 +610,9 @@ main() {
         [[ -n $v ]] || abort "reading the fixtures' identities ($t1 $t2 $t3)"
     done
 
-    mn_init || abort "creating the private cluster directory"
-    trap mn_cleanup EXIT
-    trap 'exit 130' INT TERM
-    PROBE=$E2E_DIR/work/probe.sh
+    cases_init
+    # cases_init's probe (PROBE) made multi-node: the task's rank, node and host too, and
+    # every variable the plugin may set.
     cat >"$PROBE" <<EOF
 #!/bin/bash
 # One line per task: rank, local id, Slurm's node name and gethostname(), CPUs, and every

@@ -50,7 +50,7 @@ CGROUP=""
 
 [[ $(id -u) == 0 ]] || { echo "sweep.sh starts slurmd and slurmctld in network namespaces: run it as root" >&2; exit 1; }
 mkdir -p "$OUTDIR" || exit 1
-mn_install_packages || exit 1
+e2e_install_packages "${MN_PACKAGES[@]}" || exit 1
 e2e_build_plugin || exit 1
 
 # Every node has GPUs here (MN_MIX): the steps are mapped on all of them.
