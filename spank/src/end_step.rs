@@ -20,6 +20,7 @@
 //! 25.11, and build.rs picks the form of the installed Slurm.
 
 use std::ffi::{c_char, c_int, CStr};
+use std::time::{Duration, Instant};
 
 /// `NO_VAL` (slurm.h): no heterogeneous component in particular.
 #[cfg(slurm_kill_step = "step_id")]
@@ -82,9 +83,36 @@ pub struct KillError {
 #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
 pub struct KillAllError(pub Vec<KillError>);
 
+/// Longest wait for the refusal to leave the task's stderr, and the time after that for
+/// slurmstepd to forward it.
+const DRAIN_LIMIT: Duration = Duration::from_millis(500);
+const FORWARD_TIME: Duration = Duration::from_millis(100);
+
+/// Waits, at most [`DRAIN_LIMIT`], until slurmstepd has read what the task wrote to its
+/// stderr (the refusal, just logged: `FIONREAD` on fd 2, a pipe to slurmstepd's I/O), then
+/// [`FORWARD_TIME`] for it to reach srun. srun stops reading the tasks' output once slurmctld
+/// tells it the step was aborted, so a kill sent at once lost the refusal's line about one
+/// time in four (a two-node step, multinode suite, December 2026): the user saw only "Exited
+/// with exit code 1". Costs a refused step about 0.1 s.
+fn let_the_refusal_reach_srun() {
+    let start = Instant::now();
+    while start.elapsed() < DRAIN_LIMIT {
+        let mut unread: c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer, valid for the whole call; fd 2
+        // is whatever Slurm gave the task (a pipe, a file, a tty): an error ends the wait.
+        let rc = unsafe { libc::ioctl(2, libc::FIONREAD, &mut unread) };
+        if rc != 0 || unread <= 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(FORWARD_TIME);
+}
+
 /// [`kill`] for the first of `jobs` (see [`jobs_of_step`]) that slurmctld accepts. The first
 /// success also kills this task, so nothing after it runs.
 pub fn kill_all(jobs: &[u32], step: u32) -> Result<(), KillAllError> {
+    let_the_refusal_reach_srun();
     let mut failures = Vec::new();
     for &job in jobs {
         match kill(job, step) {

@@ -107,13 +107,14 @@ no_abort() {
 # step is left (slurmstepd ends shortly after srun returns).
 footprint() {
     local pid=${E2E_PIDS[slurmd]}
-    e2e_wait_for "! pgrep -x slurmstepd" 30 || echo "(a slurmstepd is still running)"
+    e2e_wait_for "[[ -z \$(e2e_running_stepds) ]]" 30 || echo "(a slurmstepd is still running)"
     FOOT_RSS=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
     FOOT_FDS=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
     FOOT_FILES=$(find "$CACHE_DIR" -mindepth 1 -printf '%f:%i ' | tr ' ' '\n' | sort | tr '\n' ' ')
     FOOT_CHILDREN=$(pgrep -c -P "$pid")
-    # A slurmstepd left over, or a discovery child of one (it is named slurmstepd too).
-    FOOT_STEPDS=$(pgrep -c -x slurmstepd)
+    # A slurmstepd left over, or a discovery child of one (it is named slurmstepd too); not
+    # one that has exited and waits to be reaped.
+    FOOT_STEPDS=$(e2e_running_stepds | wc -l)
 }
 
 # flat WHAT: the footprint now against FOOT_BEFORE_* (saved by mark_footprint); prints both.
@@ -136,7 +137,7 @@ flat() {
     # would be far more over hundreds of steps.
     ((FOOT_RSS - FOOT_BEFORE_RSS < RSS_SLACK_KB)) || { echo "slurmd grew by $((FOOT_RSS - FOOT_BEFORE_RSS)) kB"; ok=1; }
     ((FOOT_CHILDREN == 0)) || { echo "slurmd has children left: $(pgrep -a -P "${E2E_PIDS[slurmd]}")"; ok=1; }
-    ((FOOT_STEPDS == 0)) || { echo "slurmstepd processes left: $(pgrep -a -x slurmstepd)"; ok=1; }
+    ((FOOT_STEPDS == 0)) || { echo "slurmstepd processes left: $(e2e_running_stepds | tr '\n' ' ')"; ok=1; }
     return $ok
 }
 RSS_SLACK_KB=4096
@@ -1032,11 +1033,7 @@ PANIC_CASES=(
 
 main() {
     local t0=$SECONDS
-    if [[ $(id -u) != 0 ]]; then
-        echo "tests/e2e/hardening.sh starts slurmd and slurmctld: run it as root" >&2
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
+    e2e_require_root "tests/e2e/hardening.sh starts slurmd and slurmctld"
     FIGURES=()
     e2e_install_packages || abort "installing the Debian packages"
     e2e_build_plugin || abort "building the plugin"

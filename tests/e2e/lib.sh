@@ -51,6 +51,22 @@ E2E_MODE=""
 
 e2e_log() { printf 'e2e: %s\n' "$*" >&2; }
 
+# e2e_require_root WHAT: a suite that starts daemons ("tests/e2e/run.sh starts slurmd and
+# slurmctld") goes on only as root; otherwise it says so and exits with one failure counted.
+e2e_require_root() {
+    [[ $(id -u) == 0 ]] && return 0
+    echo "$1: run it as root" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+}
+
+# e2e_running_stepds: the pids of the slurmstepd processes that still run, one per line. An
+# exited one is reparented to init, which reaps it: until then it is a zombie, running
+# nothing, and not counted (CI, December 2026: the sandbox's init left exited slurmstepd
+# unreaped for more than 15 s, and every one of a suite's steps showed up as "left behind"
+# though slurmd had logged "done with job").
+e2e_running_stepds() { ps -C slurmstepd -o pid=,stat= | awk '$2 !~ /^Z/ {print $1}'; }
+
 # e2e_counts LOG [RC]: "PASSED FAILED" of a suite's output LOG, by the convention in the header
 # of scripts/test-all.sh: its last line "N passed, N failed" counts (none: 0 0). With RC, the
 # suite's exit status: a non-zero one without a failure counted is one failure. Without RC (not

@@ -1437,11 +1437,7 @@ SECURITY_CASES=(
 
 main() {
     local t0=$SECONDS
-    if [[ $(id -u) != 0 ]]; then
-        echo "tests/e2e/run.sh starts slurmd and slurmctld: run it as root" >&2
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
+    e2e_require_root "tests/e2e/run.sh starts slurmd and slurmctld"
     e2e_install_packages "${E2E_READER_PACKAGES[@]}" || abort "installing the Debian packages"
     e2e_build_plugin || abort "building the plugin"
     cases_fixtures

@@ -99,18 +99,12 @@ expect_idle() {
     return 1
 }
 
-# The pids of the slurmstepd processes that still run. An exited one is reparented to init,
-# which reaps it: until then it is a zombie, running nothing, and not counted (CI, December
-# 2026: the sandbox's init left exited slurmstepd unreaped for more than 15 s, and every one
-# of a suite's steps showed up here as "left behind" though slurmd had logged "done with job").
-running_stepds() { ps -C slurmstepd -o pid=,stat= | awk '$2 !~ /^Z/ {print $1}'; }
-
 # No step of this cluster is left: no slurmstepd process, no running job, no step socket in
 # any node's spool directory.
 expect_nothing_left() {
     local left
-    e2e_wait_for "[[ -z \$(running_stepds) && -z \$(squeue -h -t R,CG -o %i) ]]" 15 || {
-        echo "left behind: slurmstepd $(running_stepds | tr '\n' ' '); jobs $(squeue -h -t R,CG -o '%i %T' | tr '\n' ' ')"
+    e2e_wait_for "[[ -z \$(e2e_running_stepds) && -z \$(squeue -h -t R,CG -o %i) ]]" 15 || {
+        echo "left behind: slurmstepd $(e2e_running_stepds | tr '\n' ' '); jobs $(squeue -h -t R,CG -o '%i %T' | tr '\n' ' ')"
         return 1
     }
     left=$(find "$E2E_DIR"/spool -type s 2>/dev/null)
@@ -588,11 +582,7 @@ xml_info() {
 
 main() {
     local t0=$SECONDS entry wanted=()
-    if [[ $(id -u) != 0 ]]; then
-        echo "tests/e2e/multinode/run.sh starts slurmd and slurmctld in network namespaces: run it as root" >&2
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
+    e2e_require_root "tests/e2e/multinode/run.sh starts slurmd and slurmctld in network namespaces"
     for entry in "${CASES[@]}"; do
         [[ -z $FILTER || ${entry%%|*} == *"$FILTER"* ]] && wanted+=("$entry")
     done

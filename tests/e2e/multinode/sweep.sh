@@ -117,7 +117,7 @@ JOB=$(srun -N1 -n1 -w node1 printenv SLURM_JOB_ID) || { mn_dump_logs; exit 1; }
 
 # stepds: the slurmstepd processes still running (an exited one may wait a moment for init to
 # reap it: not counted).
-stepds() { ps -C slurmstepd -o stat= | grep -vc '^Z'; }
+stepds() { e2e_running_stepds | wc -l; }
 # quiet: no slurmstepd left from the step before (its teardown is not the next step's).
 quiet() { e2e_wait_for "(( \$(stepds) == 0 ))" 30 || mn_log "slurmstepd still running: $(stepds)"; }
 
