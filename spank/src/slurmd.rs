@@ -87,7 +87,7 @@ fn write_cache(dir: &std::path::Path, timeout: std::time::Duration) -> Option<Wr
         admin_log(LogLevel::Info, &format!("not writing the topology cache from process {:?}", comm.trim()));
         return None;
     }
-    // The engine's cache takes the discovery's message.
+    // The engine's cache keeps the discovery's error (DiscoverError) for its own.
     let discover = || discover::live(timeout);
     match catch_unwind(AssertUnwindSafe(|| cache::write(dir, discover))) {
         Ok(Ok(written)) => {
