@@ -8,8 +8,10 @@
 #   /usr/include holds other headers (else the bindings would come from another release);
 # - the prefix's own srun loads the plugin (`srun --help` lists --map-by-device), and
 #   `map-by-device check` names the release the plugin was built for;
+# - a step on the prefix's own slurmctld, slurmd and slurmstepd (a private single-node Slurm,
+#   tests/e2e/lib.sh, with the prefix's programs first in PATH) is mapped as the tool plans it;
 # - that srun refuses the plugin built for this machine's own Slurm ("Incompatible").
-# An API change of a coming release (26.11) shows here before sites upgrade.
+# CI builds 24.11 this way (.ci/run's PREFIX_RELEASES), from Debian's source package of it.
 #
 #   tests/package/build-and-load.sh PREFIX...     (ends with "N passed, N failed")
 #
@@ -31,6 +33,22 @@ host_series=$("$repo/packaging/slurm-info.sh" series 2>/dev/null || true)
 own=$target/release/libmap_by_device_spank.so
 tool=$target/release/map-by-device
 refusal_checked=0
+
+# prefix_mapped_step PREFIX SO VERSION: a private Slurm of PREFIX's own daemons with the plugin
+# SO, and a mapped step on it as the tool plans it (tests/package/lib.sh's mapped_as_planned).
+prefix_mapped_step() {
+    local prefix=$1 so=$2 version=$3
+    (
+        PATH=$prefix/sbin:$prefix/bin:$PATH
+        E2E_PLUGIN_BUILT=$so
+        e2e_init prefix || exit 1
+        trap e2e_cleanup EXIT
+        [[ $(slurmd -V) == "slurm $version" ]] || { echo "     slurmd -V: $(slurmd -V 2>&1)"; exit 1; }
+        cluster_start affinity || { e2e_dump_logs; exit 1; }
+        set_plugstack "topology=$E2E_TOPO/e2e-2gpu.xml"
+        mapped_as_planned "$tool" "$E2E_TOPO/e2e-2gpu.xml"
+    )
+}
 
 for prefix in "$@"; do
     include=$prefix/include
@@ -70,6 +88,8 @@ EOF
     check "Slurm $version's srun loads it: srun --help lists --map-by-device" \
         bash -c '[[ $1 == *"--map-by-device"* ]]' _ "$help"
     [[ $help == *"--map-by-device"* ]] || echo "     srun --help: $(tail -n 3 <<<"$help" | tr '\n' '|')"
+    check "a step on Slurm $version's own slurmctld and slurmd: srun -n 2 --map-by-device=gpu as planned" \
+        prefix_mapped_step "$prefix" "$so" "$version"
     said=$("$tool" check --plugstack "$work/$series/etc/plugstack.conf" 2>&1)
     check "check names the release the plugin was built for ($series)" \
         bash -c '[[ $1 == *"built for Slurm $2"* ]]' _ "$said" "$series"

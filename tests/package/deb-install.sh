@@ -144,15 +144,8 @@ check "check names the release the plugin was built for and this node's (slurmd 
 check "srun --help lists --map-by-device" bash -c 'srun --help 2>&1 | grep -q -- "--map-by-device"'
 
 # The installed tool's plan is what the installed plugin must do.
-want=$(map-by-device plan --topology "$topology" -n 2 gpu |
-    sed -E 's/^task ([0-9]+) on [^:]*: gpu [^;]*; cpus ([^;]*); CUDA_VISIBLE_DEVICES=([^ ]*).*/task \1 cpus \2 cuda \3/')
-got=$(srun -n 2 --map-by-device=gpu:verbose bash -c \
-    'echo "task $SLURM_LOCALID cpus $(awk "/^Cpus_allowed_list/ {print \$2}" /proc/self/status) cuda $CUDA_VISIBLE_DEVICES"' \
-    2>"$E2E_DIR/work/srun.err" | sort)
-echo "     srun:    ${got//$'\n'/ | }"
-echo "     planned: ${want//$'\n'/ | }"
 check "srun -n 2 --map-by-device=gpu: each task on its GPU's CPU with its GPU's UUID" \
-    bash -c '[[ -n $1 && $1 == "$2" ]]' _ "$got" "$want"
+    mapped_as_planned map-by-device "$topology"
 check "verbose: one line per task on srun's stderr" \
     test "$(grep -c 'map-by-device.*task [01]' "$E2E_DIR/work/srun.err")" = 2
 sed 's/^/     /' "$E2E_DIR/work/srun.err"
