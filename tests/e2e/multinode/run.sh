@@ -489,7 +489,7 @@ c_eight_nodes() {
             grep -q "node=$node .*UCX_NET_DEVICES=mlx5_0:1 .*PMIX_DEVICE_ID=gpu://$node::nvml0,fab://" <<<"$OUT" ||
                 { echo "$node's task 0 lacks its HCA"; show; return 1; }
         else
-            [[ $(grep -c "adapters: node $node has no network adapter" <<<"$ERR") == 1 ]] ||
+            [[ $(grep -c "adapters: node $node has no fabric adapter" <<<"$ERR") == 1 ]] ||
                 { echo "$node's warning is not said exactly once"; show; return 1; }
         fi
     done
