@@ -957,7 +957,7 @@ c_cache_used() {
     log_has "topology from slurmd's cache $CACHE_FILE" || return 1
     ((LIVE_NET > 0)) || { SKIPS+=("cache content check: no network device found live here"); return 0; }
     # The steps map from the file's contents: without its PCI devices (rewritten in place,
-    # so slurmd's lock stays), the network device is gone.
+    # so slurmd's lock stays), the network device is gone, and so is every I/O device.
     local saved=$E2E_DIR/work/topology.json.saved
     cp "$CACHE_FILE" "$saved"
     probe -n 1 --map-by-device=network
@@ -968,7 +968,7 @@ c_cache_used() {
     local rc=$RC err=$ERR
     cat "$saved" >"$CACHE_FILE"
     RC=$rc ERR=$err
-    expect_rc 1 && expect_err "has no network devices" || return 1
+    expect_rc 1 && expect_err "has no I/O devices at all" || return 1
     probe -n 1 --map-by-device=network
     expect_rc 0
 }
