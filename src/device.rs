@@ -60,6 +60,54 @@ impl Vendor {
     }
 }
 
+/// The fabric a network adapter carries, as the fabric libraries see it (`enumerate` reads
+/// it from hwloc: `docs/variables.md`, "Which adapters are a fabric"). An adapter with none
+/// is held back from the `network` class ([`HeldBack`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fabric {
+    /// An OpenFabrics (verbs) device with an RDMA address on a port: InfiniBand or RoCE.
+    Rdma,
+    /// An Intel Omni-Path HFI (`hfi1_N`).
+    OmniPath,
+    /// An HPE Slingshot (Cassini) NIC.
+    Slingshot,
+}
+
+impl Fabric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fabric::Rdma => "InfiniBand/RoCE",
+            Fabric::OmniPath => "Omni-Path",
+            Fabric::Slingshot => "Slingshot",
+        }
+    }
+}
+
+/// Why a device of a class is not among the devices its class hands out; it can still be
+/// named (except removable media, which is never handed out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HeldBack {
+    /// A network interface with no OpenFabrics device, no Omni-Path and no Slingshot function:
+    /// a management or plain Ethernet port.
+    PlainEthernet,
+    /// An OpenFabrics device none of whose ports has an RDMA address (no `Port<N>GID<M>`, no
+    /// `Port<N>LID` other than 0): a function without RDMA, such as a VM's Ethernet VF.
+    NoRdmaAddress,
+    /// A block device hwloc calls `Removable Media Device` (an optical drive).
+    RemovableMedia,
+}
+
+impl fmt::Display for HeldBack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HeldBack::PlainEthernet => "plain Ethernet, no fabric",
+            HeldBack::NoRdmaAddress => "without RDMA: no GID or LID on its OpenFabrics ports",
+            HeldBack::RemovableMedia => "removable media, an optical drive",
+        })
+    }
+}
+
 /// Which Level Zero hierarchy model (`ZE_FLAT_DEVICE_HIERARCHY`) a set of ordinals belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -192,6 +240,13 @@ pub struct Device {
     pub active_ports: Vec<u32>,
     /// The device's PMIx UUID (`gpu://host::nvml0`, `fab://guid::guid`, `ipv4://mac`).
     pub pmix_id: Option<String>,
+    /// Network: the fabric it carries, if any.
+    pub fabric: Option<Fabric>,
+    /// Slingshot: the CXI device name libfabric's `cxi` provider takes (`cxi0`), where hwloc
+    /// reports it (2.14 and later: a `cxiN` OS device beside `hsnN`).
+    pub cxi_name: Option<String>,
+    /// Why its class does not hand it out, if it does not.
+    pub held_back: Option<HeldBack>,
 }
 
 impl Device {

@@ -20,8 +20,15 @@
 //! - Each device carries its function's chain of PCI bridges (`Device::pci_path`) beside its
 //!   locality: pairing a GPU with its network adapter (`adapters`) needs to know which PCIe
 //!   switch or root port two devices share, which the CPU-side locality cannot tell.
+//! - A network function is a fabric adapter, or held back from the `network` class
+//!   ([`fabric_of`]; `docs/variables.md`, "Which adapters are a fabric"): a management port
+//!   in bus order between the rails would otherwise take a rail's task.
+//! - Every block OS device is its own device (an NVMe drive's namespaces `nvme1n1`,
+//!   `nvme1n2`; the disks behind one SATA controller), in bus order then name order with
+//!   numbers compared as numbers: a function holds no aliases of one disk, and naming
+//!   `nvme1n1` must give `nvme1n1`. Removable media (an optical drive) is held back.
 
-use crate::device::{Device, DeviceClass, GpuIdentity, Identity, IdentitySource, Vendor};
+use crate::device::{Device, DeviceClass, Fabric, GpuIdentity, HeldBack, Identity, IdentitySource, Vendor};
 use crate::topology::{LooseOsDevice, OsDevice, PciFunction, Topology};
 use std::collections::HashMap;
 
@@ -77,17 +84,137 @@ pub fn devices(topology: &Topology, host: &str) -> Vec<Device> {
     pci.sort_by_key(|f| f.busid);
     let mut out = gpus(topology, &pci, host);
     out.extend(by_function(topology, &pci, DeviceClass::Network, is_network));
-    out.extend(by_function(topology, &pci, DeviceClass::Block, is_block));
+    out.extend(block_devices(topology, &pci));
     for (class, pred) in [(DeviceClass::Network, is_network as fn(&OsDevice) -> bool), (DeviceClass::Block, is_block)] {
         let mut loose: Vec<&LooseOsDevice> = topology.loose.iter().filter(|l| pred(&l.osdev)).collect();
-        loose.sort_by(|a, b| a.osdev.name.cmp(&b.osdev.name));
+        loose.sort_by_key(|l| natural_key(&l.osdev.name));
         out.extend(loose.into_iter().map(|l| {
-            let mut d = base_device(topology, class, None, l.locality, std::slice::from_ref(&l.osdev));
-            d.pmix_id = pmix_other_id(class, std::slice::from_ref(&l.osdev));
+            let osdevs = std::slice::from_ref(&l.osdev);
+            let mut d = base_device(topology, class, None, l.locality, osdevs);
+            d.pmix_id = pmix_other_id(class, osdevs);
+            classify(&mut d, None, osdevs);
             d
         }));
     }
     out
+}
+
+/// A name's runs of digits and of other characters, digits compared as numbers: `nvme1n2`
+/// before `nvme1n10`, `nvme2n1` before `nvme10n1`.
+fn natural_key(name: &str) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    let mut rest = name;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 {
+            let (run, tail) = rest.split_at(digits);
+            out.push((run.parse().unwrap_or(u64::MAX), String::new()));
+            rest = tail;
+        } else {
+            let text = rest.bytes().take_while(|b| !b.is_ascii_digit()).count();
+            let (run, tail) = rest.split_at(text);
+            out.push((0, run.to_string()));
+            rest = tail;
+        }
+    }
+    out
+}
+
+/// Every block OS device under a PCI function, one device each, in bus order then name order.
+fn block_devices(topology: &Topology, pci: &[&PciFunction]) -> Vec<Device> {
+    let mut out = Vec::new();
+    for f in pci {
+        let mut disks: Vec<&OsDevice> = f.osdevs.iter().filter(|o| is_block(o)).collect();
+        disks.sort_by_key(|d| natural_key(&d.name));
+        for disk in disks {
+            let osdevs = std::slice::from_ref(disk);
+            let mut d = base_device(topology, DeviceClass::Block, Some(f), f.locality, osdevs);
+            d.pmix_id = pmix_other_id(DeviceClass::Block, osdevs);
+            classify(&mut d, Some(f), osdevs);
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// The PCI ids of HPE's Slingshot NICs: Cassini 1 (Cray `17db:0501`) and Cassini 2 (HPE
+/// `1590:0371`), as HPE's CXI driver declares them (`cass_core.h`).
+const SLINGSHOT_PCI_IDS: [(u16, u16); 2] = [(0x17db, 0x0501), (0x1590, 0x0371)];
+
+/// Which fabric a network function (or loose interface) carries, or why it is no fabric
+/// adapter, from what hwloc recorded (`docs/variables.md`, "Which adapters are a fabric"):
+/// - **Slingshot**: an OS device of subtype `Slingshot` (hwloc 2.9 and later give it to an
+///   `hsnN`/`hsiN` interface whose device has a `cxi` class, and 2.14 and later to the `cxiN`
+///   device itself), or a Cassini's PCI ids (exports by an older hwloc);
+/// - **Omni-Path**: an OpenFabrics device of the `hfi1` driver (`hfi1_N`);
+/// - **InfiniBand/RoCE**: an OpenFabrics device with an RDMA address on some port: a
+///   `Port<N>GID<M>` (hwloc records only initialised GIDs) or a `Port<N>LID` other than 0 and
+///   0xffff (InfiniBand's unassigned and permissive LIDs);
+/// - otherwise an OpenFabrics device without one (a VM's Ethernet VF) or plain Ethernet.
+pub fn fabric_of(f: Option<&PciFunction>, osdevs: &[OsDevice]) -> Result<Fabric, HeldBack> {
+    let cassini = f.is_some_and(|f| SLINGSHOT_PCI_IDS.contains(&(f.vendor_id, f.device_id)));
+    if cassini || osdevs.iter().any(|o| o.subtype.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("Slingshot"))) {
+        return Ok(Fabric::Slingshot);
+    }
+    match osdevs.iter().find(|o| o.osdev_type == "OpenFabrics") {
+        Some(ofa) if ofa.name.starts_with("hfi1_") => Ok(Fabric::OmniPath),
+        Some(ofa) if has_rdma_address(ofa) => Ok(Fabric::Rdma),
+        Some(_) => Err(HeldBack::NoRdmaAddress),
+        None => Err(HeldBack::PlainEthernet),
+    }
+}
+
+/// A `Port<N>GID<M>` info, or a `Port<N>LID` that is an address (not 0, not 0xffff).
+fn has_rdma_address(ofa: &OsDevice) -> bool {
+    ofa.infos.iter().any(|(k, v)| {
+        let Some(rest) = k.strip_prefix("Port") else { return false };
+        let port_digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match &rest[port_digits..] {
+            _ if port_digits == 0 => false,
+            "LID" => {
+                let v = v.trim();
+                let lid =
+                    v.strip_prefix("0x").map_or_else(|| v.parse::<u32>().ok(), |h| u32::from_str_radix(h, 16).ok());
+                lid.is_some_and(|l| l != 0 && l != 0xffff)
+            }
+            key => {
+                key.strip_prefix("GID").is_some_and(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+                    && !v.trim().is_empty()
+            }
+        }
+    })
+}
+
+/// The CXI device name of a Slingshot function: an OS device `cxiN` (hwloc 2.14 and later).
+fn cxi_name(osdevs: &[OsDevice]) -> Option<String> {
+    osdevs
+        .iter()
+        .map(|o| o.name.as_str())
+        .find(|n| n.strip_prefix("cxi").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())))
+        .map(str::to_string)
+}
+
+/// Sets what the class-specific rules read: a network device's fabric (or why it has none)
+/// and CXI name; removable media held back.
+fn classify(d: &mut Device, f: Option<&PciFunction>, osdevs: &[OsDevice]) {
+    match d.class {
+        DeviceClass::Network => match fabric_of(f, osdevs) {
+            Ok(fabric) => {
+                d.fabric = Some(fabric);
+                if fabric == Fabric::Slingshot {
+                    d.cxi_name = cxi_name(osdevs);
+                }
+            }
+            Err(why) => d.held_back = Some(why),
+        },
+        DeviceClass::Block => {
+            let removable = osdevs.iter().any(|o| o.subtype.as_deref() == Some("Removable Media Device"));
+            if removable {
+                d.held_back = Some(HeldBack::RemovableMedia);
+            }
+        }
+        DeviceClass::Gpu => {}
+    }
 }
 
 fn base_device(
@@ -97,8 +224,14 @@ fn base_device(
     locality: usize,
     osdevs: &[OsDevice],
 ) -> Device {
+    // A network function's name: its OpenFabrics device, else its interface (`hsn0` before
+    // the `cxi0` that hwloc 2.14 adds beside it, so the name is the same on every hwloc).
     let name = match class {
-        DeviceClass::Network => osdevs.iter().find(|o| o.osdev_type == "OpenFabrics").or(osdevs.first()),
+        DeviceClass::Network => osdevs
+            .iter()
+            .find(|o| o.osdev_type == "OpenFabrics")
+            .or_else(|| osdevs.iter().find(|o| cxi_name(std::slice::from_ref(*o)).is_none()))
+            .or(osdevs.first()),
         _ => osdevs.first(),
     }
     .map(|o| o.name.clone())
@@ -122,6 +255,9 @@ fn base_device(
         ofed_name,
         active_ports,
         pmix_id: None,
+        fabric: None,
+        cxi_name: None,
+        held_back: None,
     }
 }
 
@@ -173,6 +309,7 @@ fn by_function<'a>(
         }
         let mut d = base_device(topology, class, Some(f), f.locality, &osdevs);
         d.pmix_id = pmix_other_id(class, &osdevs);
+        classify(&mut d, Some(f), &osdevs);
         Some(d)
     })
 }
@@ -317,5 +454,74 @@ pub fn settle_identities(devices: &mut [Device]) {
                 ),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(name: &str, kind: &str, subtype: Option<&str>, infos: &[(&str, &str)]) -> OsDevice {
+        OsDevice {
+            name: name.into(),
+            osdev_type: kind.into(),
+            subtype: subtype.map(str::to_string),
+            infos: infos.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    fn function(vendor_id: u16, device_id: u16) -> PciFunction {
+        PciFunction {
+            busid: "0000:01:00.0".parse().unwrap_or_else(|e| panic!("{e}")),
+            vendor_id,
+            device_id,
+            class_id: 0x0200,
+            locality: 0,
+            osdevs: Vec::new(),
+            bridges: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_fabric_by_what_hwloc_recorded() {
+        let ofa = |infos: &[(&str, &str)]| [dev("mlx5_0", "OpenFabrics", None, infos)];
+        let f = function(0x15b3, 0x1019);
+        // A GID, or a LID that is an address: RDMA. LID 0 (RoCE, or a VF) needs a GID.
+        assert_eq!(
+            fabric_of(Some(&f), &ofa(&[("Port1GID0", "fe80:0000:0000:0000:0000:0000:0000:0001")])),
+            Ok(Fabric::Rdma)
+        );
+        assert_eq!(fabric_of(Some(&f), &ofa(&[("Port1LID", "0x17c")])), Ok(Fabric::Rdma));
+        assert_eq!(fabric_of(Some(&f), &ofa(&[("Port2LID", "12")])), Ok(Fabric::Rdma));
+        for lid in ["0x0", "0xffff", "0", "x"] {
+            assert_eq!(
+                fabric_of(Some(&f), &ofa(&[("Port1LID", lid), ("Port1State", "4")])),
+                Err(HeldBack::NoRdmaAddress)
+            );
+        }
+        assert_eq!(
+            fabric_of(Some(&f), &ofa(&[("PortGID0", "fe80::1"), ("Port1GIDx", "fe80::1")])),
+            Err(HeldBack::NoRdmaAddress)
+        );
+        let hfi = [dev("hfi1_0", "OpenFabrics", None, &[])];
+        assert_eq!(fabric_of(Some(&function(0x8086, 0x24f0)), &hfi), Ok(Fabric::OmniPath));
+        // Slingshot by subtype (hwloc 2.9+), or by a Cassini's PCI ids (older exports).
+        let hsn = [dev("hsn0", "Network", Some("Slingshot"), &[("Address", "02:00:00:00:00:01")])];
+        assert_eq!(fabric_of(Some(&function(0x1234, 0x0001)), &hsn), Ok(Fabric::Slingshot));
+        let hsi = [dev("hsi0", "Network", None, &[("Address", "02:00:00:00:00:01")])];
+        assert_eq!(fabric_of(Some(&function(0x17db, 0x0501)), &hsi), Ok(Fabric::Slingshot));
+        assert_eq!(fabric_of(Some(&function(0x1590, 0x0371)), &hsi), Ok(Fabric::Slingshot));
+        assert_eq!(fabric_of(Some(&function(0x8086, 0x1537)), &hsi), Err(HeldBack::PlainEthernet));
+        assert_eq!(fabric_of(None, &hsi), Err(HeldBack::PlainEthernet));
+        let cxi = [hsn[0].clone(), dev("cxi0", "Network", Some("Slingshot"), &[("NID", "0x1a40")])];
+        assert_eq!(cxi_name(&cxi), Some("cxi0".into()));
+        assert_eq!(cxi_name(&hsn), None);
+    }
+
+    #[test]
+    fn names_in_number_order() {
+        let mut v = vec!["nvme1n10", "nvme10n1", "nvme1n2", "nvme2n1", "nvme1n1", "sda"];
+        v.sort_by_key(|n| natural_key(n));
+        assert_eq!(v, ["nvme1n1", "nvme1n2", "nvme1n10", "nvme2n1", "nvme10n1", "sda"]);
     }
 }

@@ -6,7 +6,7 @@
 //! mapped against a device get these; an existing value is replaced, because
 //! `--map-by-device` is the more specific request.
 
-use crate::device::{Device, DeviceClass, GpuIdentity, Vendor, ZeHierarchy};
+use crate::device::{Device, DeviceClass, Fabric, GpuIdentity, Vendor, ZeHierarchy};
 use crate::spec::EnvMode;
 use std::collections::BTreeMap;
 
@@ -26,8 +26,8 @@ pub struct VendorVariable {
     pub slurm_ids: bool,
     /// Written even with `env=none` (it names the assignment, selects nothing).
     pub always: bool,
-    /// It names network adapters to a fabric library (NCCL, UCX, PSM3): an adapter one of
-    /// these rows names is one `adapters` may pair with a GPU ([`fabric_variables`]).
+    /// It names network adapters to a fabric library (NCCL, UCX, PSM3, libfabric's cxi
+    /// provider) ([`fabric_variables`]).
     pub fabric: bool,
     value: fn(&Context) -> Computed,
     valid: fn(&str) -> bool,
@@ -107,16 +107,30 @@ fn valid_ze_mask(v: &str) -> bool {
     each(v, |i| !i.is_empty() && i.split('.').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
 }
 
+/// `cxiN`, N from 0 to 99 without a leading zero: the tokens libfabric's cxi provider
+/// accepts in `FI_CXI_DEVICE_NAME` (`cxip_env_validate_device_token`, prov/cxi/src/cxip_info.c).
+fn is_cxi(s: &str) -> bool {
+    s.strip_prefix("cxi").is_some_and(|n| {
+        (n.len() == 1 || (n.len() == 2 && !n.starts_with('0'))) && n.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// `cxi0,cxi1`.
+fn valid_cxi(v: &str) -> bool {
+    each(v, is_cxi)
+}
+
 /// What a row sees: the task's devices, the node's adapters for NCCL, the task's environment
 /// (the rules read `ZE_FLAT_DEVICE_HIERARCHY`), and the Level Zero model in force where the
 /// topology was discovered.
 pub struct Context<'a> {
     pub devs: &'a [&'a Device],
-    /// The adapters `NCCL_IB_HCA` lists for every task of the node, in bus order (one value
-    /// per node and step: NCCL requires the same value on every rank of a node, and picks each
-    /// GPU's nearest among them itself; `docs/variables.md`); `None` = the task's own devices
-    /// (a row asked about one device, as [`fabric_variables`] does).
-    pub node_hcas: Option<&'a [&'a Device]>,
+    /// The adapters every task of the node holds or is paired with, in bus order: what the
+    /// node-wide rows (`NCCL_IB_HCA`, `FI_CXI_DEVICE_NAME`) list, one value per node and step
+    /// (NCCL requires the same value on every rank of a node, and picks each GPU's nearest
+    /// among them itself; `docs/variables.md`); `None` = the task's own devices (a row asked
+    /// about one device, as [`fabric_variables`] does).
+    pub node_adapters: Option<&'a [&'a Device]>,
     pub task_env: &'a BTreeMap<String, String>,
     pub discovery_model: Option<ZeHierarchy>,
     /// `omp`: the OpenMP places of the task's binding, when it is bound and asked for them.
@@ -159,31 +173,52 @@ fn rocr(c: &Context) -> Computed {
     )
 }
 
+/// An OpenFabrics adapter of Mellanox/NVIDIA with an RDMA address (never a function without
+/// one, such as a VM's Ethernet VF: NCCL and UCX would try RDMA over it).
 fn is_mellanox_ofa(d: &Device) -> bool {
-    d.class == DeviceClass::Network && d.vendor == Vendor::Mellanox && d.ofed_name.is_some()
+    d.class == DeviceClass::Network
+        && d.vendor == Vendor::Mellanox
+        && d.ofed_name.is_some()
+        && d.fabric == Some(Fabric::Rdma)
 }
 
 fn is_omnipath(d: &Device) -> bool {
-    d.class == DeviceClass::Network && d.ofed_name.as_deref().is_some_and(|n| n.starts_with("hfi1_"))
+    d.class == DeviceClass::Network && d.fabric == Some(Fabric::OmniPath) && d.ofed_name.is_some()
 }
 
-/// Whether `NCCL_IB_HCA` names `d`: an OpenFabrics adapter of Mellanox/NVIDIA.
+/// Whether `NCCL_IB_HCA` names `d`: an OpenFabrics adapter of Mellanox/NVIDIA with an RDMA address.
 pub fn names_to_nccl(d: &Device) -> bool {
     is_mellanox_ofa(d)
 }
 
 /// NCCL matches prefixes unless the list starts with `=`: `=mlx5_0` is exactly mlx5_0. One
-/// value for the whole node (`node_hcas`), the same in every task; a value the job set itself
+/// value for the whole node (`node_adapters`), the same in every task; a value the job set itself
 /// is kept (it is the job's choice for every rank, which a per-node list would override).
 fn nccl(c: &Context) -> Computed {
     if c.task_env.contains_key("NCCL_IB_HCA") {
         return (None, None);
     }
-    let listed = c.node_hcas.unwrap_or(c.devs);
+    let listed = c.node_adapters.unwrap_or(c.devs);
     (
         join(listed.iter().filter(|d| is_mellanox_ofa(d)).filter_map(|d| d.ofed_name.clone())).map(|v| format!("={v}")),
         None,
     )
+}
+
+/// libfabric's cxi provider restricts itself to the CXI devices `FI_CXI_DEVICE_NAME` lists
+/// (a comma list, `cxi0,cxi1`; libfabric 1.21 and later). One value for the node, like
+/// `NCCL_IB_HCA` and for the same reason (NCCL and RCCL reach Slingshot through this
+/// provider, via the aws-ofi-nccl plugin, and need one adapter list on every rank of a
+/// node): every Slingshot adapter the node's tasks hold or are paired with. Each reader then
+/// picks a rank's adapter among them by locality itself (`docs/variables.md`). Written only
+/// where hwloc names the CXI device (`cxiN`, hwloc 2.14 and later), never derived from the
+/// interface's number; a value the job set is kept.
+fn cxi(c: &Context) -> Computed {
+    if c.task_env.contains_key("FI_CXI_DEVICE_NAME") {
+        return (None, None);
+    }
+    let listed = c.node_adapters.unwrap_or(c.devs);
+    (join(listed.iter().filter(|d| d.fabric == Some(Fabric::Slingshot)).filter_map(|d| d.cxi_name.clone())), None)
 }
 
 /// UCX matches `device:port` exactly and takes no glob: one entry per active port; an
@@ -316,8 +351,9 @@ fn ze_hierarchy(c: &Context) -> Computed {
 #[doc(alias = "NCCL_IB_HCA")]
 #[doc(alias = "UCX_NET_DEVICES")]
 #[doc(alias = "PSM3_NIC")]
+#[doc(alias = "FI_CXI_DEVICE_NAME")]
 #[doc(alias = "PMIX_DEVICE_ID")]
-pub const VARIABLES: [VendorVariable; 11] = [
+pub const VARIABLES: [VendorVariable; 12] = [
     VendorVariable {
         name: "CUDA_VISIBLE_DEVICES",
         reader: "CUDA (NVIDIA GPUs, GPU-<uuid>)",
@@ -389,6 +425,16 @@ pub const VARIABLES: [VendorVariable; 11] = [
         valid: valid_psm3,
     },
     VendorVariable {
+        name: "FI_CXI_DEVICE_NAME",
+        reader: "libfabric's cxi provider (HPE Slingshot adapters, cxiN, one list per node)",
+        slurm_gres: false,
+        slurm_ids: false,
+        always: false,
+        fabric: true,
+        value: cxi,
+        valid: valid_cxi,
+    },
+    VendorVariable {
         name: "OMP_NUM_THREADS",
         reader: "OpenMP (omp: one thread per core of the binding, or per thread with hwtcpus)",
         slurm_gres: false,
@@ -448,15 +494,15 @@ pub fn slurm_identity_variables() -> impl Iterator<Item = &'static str> {
     VARIABLES.iter().filter(|v| v.slurm_ids).map(|v| v.name)
 }
 
-/// The fabric variables (`NCCL_IB_HCA`, `UCX_NET_DEVICES`, `PSM3_NIC`) that name network
-/// adapter `d` when a task holds it: the rows' own rules, so that what `adapters` pairs with a
-/// GPU and what the `network` class warns about are exactly what the rows write. A plain
-/// Ethernet port (no OpenFabrics device: a management port, a Slingshot NIC) gets none; so
-/// does an OpenFabrics device of a vendor no row knows (AWS EFA).
+/// The fabric variables (`NCCL_IB_HCA`, `UCX_NET_DEVICES`, `PSM3_NIC`, `FI_CXI_DEVICE_NAME`)
+/// that name network adapter `d` when a task holds it: the rows' own rules, so that what the
+/// `network` class warns about is exactly what the rows write. A plain Ethernet port or a
+/// function without RDMA gets none; so does an OpenFabrics device of a vendor no row knows
+/// (AWS EFA), and a Slingshot NIC whose CXI device hwloc does not name (before 2.14).
 pub fn fabric_variables(d: &Device) -> Vec<&'static str> {
     let devs = [d];
     let context =
-        Context { devs: &devs, node_hcas: None, task_env: &BTreeMap::new(), discovery_model: None, omp: None };
+        Context { devs: &devs, node_adapters: None, task_env: &BTreeMap::new(), discovery_model: None, omp: None };
     VARIABLES.iter().filter(|v| v.fabric && (v.value)(&context).0.is_some()).map(|v| v.name).collect()
 }
 
@@ -466,12 +512,12 @@ pub fn all_names() -> Vec<&'static str> {
 }
 
 /// What a task's variables are computed from besides its devices: the node's adapters for
-/// NCCL (`None`: the devices' own), its environment, the Level Zero model in force where the
+/// the node-wide rows (`None`: the devices' own), its environment, the Level Zero model in force where the
 /// topology was discovered, the spec's `env=`, and the OpenMP places of its binding when
 /// `omp` asks for them.
 #[derive(Clone, Copy)]
 pub struct Inputs<'a> {
-    pub node_hcas: Option<&'a [&'a Device]>,
+    pub node_adapters: Option<&'a [&'a Device]>,
     pub task_env: &'a BTreeMap<String, String>,
     pub discovery_model: Option<ZeHierarchy>,
     pub mode: EnvMode,
@@ -481,8 +527,8 @@ pub struct Inputs<'a> {
 /// The variables for a task holding `devs`, given `inputs`. Returns the variables and any
 /// warnings (one line each), or the first value its variable's grammar refuses.
 pub fn task_env(devs: &[&Device], inputs: &Inputs) -> Result<(BTreeMap<String, String>, Vec<String>), InvalidValue> {
-    let Inputs { node_hcas, task_env, discovery_model, mode, omp } = *inputs;
-    let context = Context { devs, node_hcas, task_env, discovery_model, omp };
+    let Inputs { node_adapters, task_env, discovery_model, mode, omp } = *inputs;
+    let context = Context { devs, node_adapters, task_env, discovery_model, omp };
     let mut out = BTreeMap::new();
     let mut warnings = Vec::new();
     for var in VARIABLES.iter().filter(|v| mode == EnvMode::All || v.always) {
@@ -518,7 +564,7 @@ mod tests {
         let n = node((1..=65).map(|b| hca(b, 1, vec![br(None, b)])).collect());
         let devs: Vec<&Device> = n.devices.iter().collect();
         let inputs = Inputs {
-            node_hcas: None,
+            node_adapters: None,
             task_env: &BTreeMap::new(),
             discovery_model: None,
             mode: EnvMode::All,
@@ -541,6 +587,14 @@ mod tests {
         let ports = |n: usize| (0..n).map(|i| format!("mlx5_{i}:1")).collect::<Vec<_>>().join(",");
         assert!(valid_ucx(&ports(UCX_MAX_DEVICES)) && !valid_ucx(&ports(UCX_MAX_DEVICES + 1)));
         assert!(valid_psm3("hfi1_0") && valid_psm3("@(hfi1_0|hfi1_1)") && !valid_psm3("hfi1_0;rm"));
+        assert!(valid_cxi("cxi0") && valid_cxi("cxi0,cxi12") && valid_cxi("cxi99"));
+        assert!(
+            !valid_cxi("cxi")
+                && !valid_cxi("cxi01")
+                && !valid_cxi("cxi100")
+                && !valid_cxi("hsn0")
+                && !valid_cxi("cxi0,")
+        );
         assert!(valid_pmix("gpu://node07::nvml0,fab://9c63:c003:00fb:7458::9c63:c003:00fb:7458"));
         assert!(valid_pmix("ipv4://00:11:22:33:44:55,blk://nvme0n1"));
         assert!(!valid_pmix("gpu://node\u{1b}[2J::nvml0") && !valid_pmix("http://x") && !valid_pmix("gpu://"));

@@ -58,9 +58,20 @@ impl Node {
         node
     }
 
-    /// The devices of one class, in order, as indexes into `devices`.
+    /// The devices one class hands out, in order, as indexes into `devices`: every device of
+    /// the class but those held back ([`crate::device::HeldBack`]: plain Ethernet, functions
+    /// without RDMA, removable media).
     pub fn class_indexes(&self, class: DeviceClass) -> Vec<usize> {
-        (0..self.devices.len()).filter(|&i| self.devices[i].class == class).collect()
+        (0..self.devices.len())
+            .filter(|&i| self.devices[i].class == class && self.devices[i].held_back.is_none())
+            .collect()
+    }
+
+    /// The devices of one class that it holds back, in order, as indexes into `devices`.
+    pub fn held_back(&self, class: DeviceClass) -> Vec<usize> {
+        (0..self.devices.len())
+            .filter(|&i| self.devices[i].class == class && self.devices[i].held_back.is_some())
+            .collect()
     }
 
     /// Slurm's GPU index (position in PCI-bus order among the node's GPUs) of each GPU named

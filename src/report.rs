@@ -174,11 +174,23 @@ fn device_json(d: &Device, full: bool) -> Value {
     m.insert("id".into(), json!(d.gpu_id().map(|i| i.display_id())));
     if full {
         m.insert("locality".into(), json!(d.locality.to_list()));
+        if let Some(fabric) = d.fabric {
+            m.insert("fabric".into(), json!(fabric));
+        }
+        if let Some(why) = d.held_back {
+            m.insert("held_back".into(), json!(why.to_string()));
+        }
     }
     Value::Object(m)
 }
 
-/// `{"devices":[{"class","busid","name","osnames","vendor","id","locality"}]}`
+/// Why the class of `d` does not hand it out, as the devices listings say it: ` (held back:
+/// plain Ethernet ...)`, or nothing.
+pub fn held_back_note(d: &Device) -> String {
+    d.held_back.map(|why| format!(" (held back: {why})")).unwrap_or_default()
+}
+
+/// `{"devices":[{"class","busid","name","osnames","vendor","id","locality"[,"fabric"][,"held_back"]}]}`
 pub fn devices_json(devices: &[&Device]) -> Value {
     json!({ "devices": devices.iter().map(|d| device_json(d, true)).collect::<Vec<_>>() })
 }

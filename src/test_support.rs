@@ -84,7 +84,7 @@ pub mod pci {
             device_id: 0x101b,
             class_id: 0x0207,
             locality,
-            osdevs: vec![osdev(&format!("mlx5_{bus:x}"), "OpenFabrics", &[("Port1State", "4")])],
+            osdevs: vec![osdev(&format!("mlx5_{bus:x}"), "OpenFabrics", &[("Port1State", "4"), ("Port1LID", "0x1")])],
             bridges,
         }
     }

@@ -173,8 +173,16 @@ fn devices_json_format() {
     assert_eq!(keys(&v), set(&["devices"]));
     let devices = v["devices"].as_array().unwrap();
     for d in devices {
-        assert_eq!(ordered(d), ["class", "busid", "name", "osnames", "vendor", "id", "locality"], "{d}");
+        let mut want = vec!["class", "busid", "name", "osnames", "vendor", "id", "locality"];
+        // A network device says its fabric, or why its class holds it back.
+        want.extend(d["fabric"].as_str().map(|_| "fabric"));
+        want.extend(d["held_back"].as_str().map(|_| "held_back"));
+        assert_eq!(ordered(d), want, "{d}");
     }
+    let fabric =
+        |name: &str| devices.iter().find(|d| d["name"] == name).map(|d| (d["fabric"].clone(), d["held_back"].clone()));
+    assert_eq!(fabric("mlx5_0"), Some((Value::from("rdma"), Value::Null)));
+    assert_eq!(fabric("eno6"), Some((Value::Null, Value::from("plain Ethernet, no fabric"))));
     let count = |class: &str| devices.iter().filter(|d| d["class"] == class).count();
     assert_eq!((count("gpu"), count("network"), count("block")), (4, 7, 2));
     let g0 = &devices[0];

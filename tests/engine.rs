@@ -122,9 +122,9 @@ fn turin_enumeration() {
             let p = run(&n, &format!("{spelling}:shared"), 1).unwrap();
             assert_eq!(p.tasks.len(), 1);
             let n_net = n.class_indexes(DeviceClass::Network).len();
-            assert_eq!(n_net, 7, "six OpenFabrics functions and eno6");
-            assert!(run(&n, spelling, 7).is_ok(), "{spelling}: 7 tasks, 7 cards");
-            assert!(matches!(run(&n, spelling, 8), Err(PlanError::TooManyTasks { .. })));
+            assert_eq!(n_net, 6, "six OpenFabrics functions, not eno6 (plain Ethernet)");
+            assert!(run(&n, spelling, 6).is_ok(), "{spelling}: 6 tasks, 6 cards");
+            assert!(matches!(run(&n, spelling, 7), Err(PlanError::TooManyTasks { .. })));
         }
         let p = run(&n, "mlx5_0", 1).unwrap();
         assert_eq!(n.devices[p.tasks[0].devices[0]].ofed_name.as_deref(), Some("mlx5_0"));
@@ -390,10 +390,11 @@ fn intel_level_zero_mask_and_model() {
 #[test]
 fn omnipath_gets_psm3_only() {
     let n = node("omnipath.xml");
-    // openfabrics is a synonym of network: the Ethernet NIC at 03:00.0 is the first card.
-    let p = run(&n, "openfabrics", 3).unwrap();
+    // openfabrics is a synonym of network, and neither holds the Ethernet NIC at 03:00.0.
+    let p = run(&n, "openfabrics", 2).unwrap();
     let hfis: Vec<Option<&String>> = p.tasks.iter().map(|t| t.env.get("PSM3_NIC")).collect();
-    assert_eq!(hfis, [None, Some(&"hfi1_0".to_string()), Some(&"hfi1_1".to_string())]);
+    assert_eq!(hfis, [Some(&"hfi1_0".to_string()), Some(&"hfi1_1".to_string())]);
+    assert!(matches!(run(&n, "openfabrics", 3), Err(PlanError::TooManyTasks { .. })));
     let p = run(&n, "hfi1_1", 1).unwrap();
     assert_eq!(p.tasks[0].env["PSM3_NIC"], "hfi1_1");
     assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), "8-15");
@@ -447,11 +448,16 @@ fn every_real_topology_maps_or_refuses_clearly() {
 #[test]
 fn an_unknown_device_is_named_on_one_printable_line() {
     let n = node("e2e-2gpu.xml");
+    let e = map_by_device::plan::named_device(&n, "x\u{1f},ndev=2").unwrap_err().to_string();
+    assert!(e.contains("write them with ':' (x\\u{1f}:ndev=2") && !e.chars().any(char::is_control), "{e}");
+    // A list of names is said to be one, printably too.
     let e = map_by_device::plan::named_device(&n, "x\u{1f},y").unwrap_err().to_string();
-    assert!(e.contains("write them with ':' (x\\u{1f}:y") && !e.chars().any(char::is_control), "{e}");
+    assert!(e.contains("lists of devices are not supported") && !e.chars().any(char::is_control), "{e}");
     // The spec itself is refused first, where it is read, on one printable line too.
     let e = Spec::parse("x\u{1f},y\r").unwrap_err().to_string();
-    assert!(e.contains("write them with ':' (x\\u{1f}:y") && !e.chars().any(char::is_control), "{e}");
+    assert!(e.contains("x\\u{1f},y") && e.contains("lists of devices") && !e.chars().any(char::is_control), "{e}");
+    let e = Spec::parse("x\u{1f},ndev=2\r").unwrap_err().to_string();
+    assert!(e.contains("write them with ':' (x\\u{1f}:ndev=2") && !e.chars().any(char::is_control), "{e}");
 }
 
 /// Found by the planner's fuzz target (fuzz/fuzz_targets/plan.rs): `pe=` under a cache level

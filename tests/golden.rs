@@ -58,12 +58,13 @@ fn render(path: &Path) -> String {
     for d in &node.devices {
         let _ = writeln!(
             out,
-            "{} {} [{}] locality {}{}",
+            "{} {} [{}] locality {}{}{}",
             d.class,
             report::device_label(d),
             d.osnames.join(" "),
             d.locality,
-            d.identity_problem().map(|p| format!(" (no identity: {p})")).unwrap_or_default()
+            d.identity_problem().map(|p| format!(" (no identity: {p})")).unwrap_or_default(),
+            report::held_back_note(d)
         );
     }
     for (spec, n) in CASES {

@@ -68,6 +68,14 @@ const FACTS: &[Facts] = &[
     f("ipa20.xml", 2, 8, 112, 224, 0x10de, 4, Some("testhost-nvidia")),
     f("corona.xml", 2, 2, 48, 96, 0x1002, 8, Some("corona263")),
     f("sierra.xml", 2, 6, 44, 176, 0x10de, 4, Some("sierra3682")),
+    f("elcap.xml", 4, 4, 96, 96, 0x1002, 4, Some("tuolumne1001")),
+    f("tuo.SPX.xml", 4, 4, 96, 192, 0x1002, 4, Some("testhost-amd")),
+    f("tuo.TPX.xml", 4, 4, 96, 192, 0x1002, 4, Some("testhost-amd")),
+    f("summit-h17n08.xml", 2, 2, 42, 168, 0x10de, 6, Some("h17n08")),
+    f("azure-hbv4.xml", 2, 4, 176, 176, 0x15b3, 0, Some("tst4-hbv4-1")),
+    f("lyra4-amd-vega20.xml", 1, 4, 24, 48, 0x1002, 1, Some("lyra4")),
+    f("chimera.xml", 1, 2, 32, 64, 0x10de, 1, Some("chimera")),
+    f("nvidia-gh-200.xml", 1, 1, 72, 72, 0x10de, 0, Some("hopper1")),
 ];
 
 #[allow(clippy::too_many_arguments)]

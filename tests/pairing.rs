@@ -113,51 +113,15 @@ fn turin_each_gpu_gets_the_hca_behind_its_switch_never_eno6() {
 }
 
 #[test]
-fn turin_network_mapping_says_when_it_hands_out_the_management_port() {
+fn turin_network_mapping_never_hands_out_the_management_port() {
     let node = fixture("turin-h200.xml");
     let p = ok(&node, "nic:bind=core", 4);
-    assert_eq!(node.devices[p.tasks[2].devices[0]].name, "eno6");
-    // The Ethernet port's task gets no per-process fabric variable, but NCCL's list for the
-    // node, in bus order, like every other task.
-    assert_eq!(p.tasks[2].env.keys().collect::<Vec<_>>(), ["NCCL_IB_HCA", "PMIX_DEVICE_ID"]);
-    assert!(p.tasks.iter().all(|t| t.env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_3,mlx5_1"), "{:?}", p.tasks);
-    let w: Vec<&String> = p.warnings.iter().filter(|w| w.contains("eno6")).collect();
-    assert_eq!(w.len(), 1, "{:?}", p.warnings);
-    assert!(w[0].contains("plain Ethernet; task 2") && w[0].contains("gpu:adapters"), "{}", w[0]);
-    // Tasks 0, 1, 3 are given fabric adapters and are not named in it.
-    assert!(!w[0].contains("mlx5"), "{}", w[0]);
-    // A Slingshot node (no fabric variable for any adapter) treats every task alike: no warning.
-    let mi = fixture("amd-mi250x.xml");
-    assert!(ok(&mi, "nic", 2).warnings.is_empty());
-}
-
-#[test]
-fn dgx2_two_gpus_share_the_hca_of_their_switch_without_shared() {
-    let node = fixture("dgx2-mlx5.xml");
-    let p = ok(&node, "gpu:adapters", 16);
-    let want: Vec<String> = (0..16).map(|g| format!("cuda{g}>mlx5_{}", g / 2)).collect();
-    assert_eq!(pairs(&node, &p), want);
-    for t in &p.tasks {
-        let partner = t.task ^ 1;
-        assert_eq!(t.adapters[0].shared_with(t.task), [partner], "task {}", t.task);
-        assert_eq!(t.env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7");
-        assert_eq!(t.env["UCX_NET_DEVICES"], format!("mlx5_{}:1", t.task / 2));
-    }
-    // The verbose/plan line says who shares.
-    let line = report::task_line(&node, &p.tasks[1]);
-    assert!(line.contains("paired network 0000:35:00.0 mlx5_0 (shared with task 0)"), "{line}");
-    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
-    // ndev=2: a task holding both GPUs of a switch has its one adapter to itself.
-    let p = ok(&node, "gpu:ndev=2:adapters", 8);
-    let want: Vec<String> = (0..8).map(|t| format!("cuda{}+cuda{}>mlx5_{t}", 2 * t, 2 * t + 1)).collect();
-    assert_eq!(pairs(&node, &p), want);
-    assert!(p.tasks.iter().all(|t| t.adapters[0].shared_with(t.task).is_empty()));
-    // ndev=4: the GPUs of two switches, and both their adapters.
-    let p = ok(&node, "gpu:ndev=4:adapters", 4);
-    assert_eq!(p.tasks[0].env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7");
-    assert_eq!(p.tasks[0].env["UCX_NET_DEVICES"], "mlx5_0:1,mlx5_1:1");
-    // The plain 10 GbE port is nobody's adapter.
-    assert!(!pairs(&node, &ok(&node, "gpu:adapters:shared", 32)).iter().any(|p| p.contains("enp134s0f0")));
+    let names: Vec<&str> = p.tasks.iter().map(|t| node.devices[t.devices[0]].name.as_str()).collect();
+    assert_eq!(names, ["mlx5_0", "mlx5_3", "mlx5_1", "mlx5_2"], "bus order, eno6 left out");
+    // NCCL's list for the node, in bus order, the same in every task.
+    assert!(p.tasks.iter().all(|t| t.env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_3,mlx5_1,mlx5_2"), "{:?}", p.tasks);
+    assert!(!p.warnings.iter().any(|w| w.contains("eno6")), "{:?}", p.warnings);
+    assert!(!pairs(&node, &ok(&node, "gpu:adapters:shared", 32)).iter().any(|p| p.contains("eno6")));
 }
 
 #[test]
@@ -171,7 +135,7 @@ fn dgx2_export_has_no_adapter_so_none_is_paired_and_the_plan_says_so() {
     assert!(p.tasks.iter().all(|t| t.adapters.is_empty()));
     assert!(p.tasks.iter().all(|t| !t.env.contains_key("NCCL_IB_HCA") && t.env.contains_key("CUDA_VISIBLE_DEVICES")));
     assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
-    assert!(p.warnings[0].contains("has no network adapter that NCCL_IB_HCA"), "{}", p.warnings[0]);
+    assert!(p.warnings[0].contains("has no fabric adapter"), "{}", p.warnings[0]);
 }
 
 #[test]
@@ -219,16 +183,20 @@ fn hcas_on_the_other_socket_are_no_gpus_adapters() {
     {
         assert!(w[0].contains(needle), "{needle}: {}", w[0]);
     }
-    // The HCAs themselves are still a network mapping's; the management port comes first in
-    // bus order there, and the plan says what it gets.
-    let net = ok(&node, "network", 3);
-    assert_eq!(net.tasks[1].env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1");
-    assert_eq!(net.tasks[1].env["UCX_NET_DEVICES"], "mlx5_0:1");
-    assert!(
-        net.warnings.iter().any(|w| w.contains("eno1 at 0000:03:00.0 (plain Ethernet; task 0)")),
-        "{:?}",
-        net.warnings
-    );
+    // The HCAs themselves are still a network mapping's; the management port, first in bus
+    // order, is not (plain Ethernet is no fabric adapter): two tasks, two HCAs, a third refused.
+    let net = ok(&node, "network", 2);
+    let names: Vec<&str> = net.tasks.iter().map(|t| node.devices[t.devices[0]].name.as_str()).collect();
+    assert_eq!(names, ["mlx5_0", "mlx5_1"]);
+    assert_eq!(net.tasks[0].env["NCCL_IB_HCA"], "=mlx5_0,mlx5_1");
+    assert_eq!(net.tasks[0].env["UCX_NET_DEVICES"], "mlx5_0:1");
+    assert!(matches!(
+        run(&node, "network", StepFacts { ntasks: 3, ..StepFacts::default() }),
+        Err(PlanError::TooManyTasks { .. })
+    ));
+    // Named, the port is still the job's to have, with no fabric variable.
+    let eno1 = ok(&node, "eno1", 1);
+    assert_eq!(eno1.tasks[0].env.keys().collect::<Vec<_>>(), ["PMIX_DEVICE_ID"]);
 }
 
 #[test]

@@ -53,7 +53,7 @@ fn devices_picture(node: &Node) -> String {
 
 /// (golden file, fixture, spec, tasks); an empty spec is the devices view. Every fixture of
 /// `topologies/` has one ([`every_fixture_has_a_golden_picture`]).
-const GOLDEN: [(&str, &str, &str, u32); 21] = [
+const GOLDEN: [(&str, &str, &str, u32); 26] = [
     ("e2e-2gpu-gpu-n2", "e2e-2gpu.xml", "gpu", 2),
     ("turin-h200-gpu-interleave-n4", "turin-h200.xml", "gpu:interleave:bind=core", 4),
     ("turin-h200-gpu-shared-n8", "turin-h200.xml", "gpu:shared:bind=core", 8),
@@ -75,6 +75,11 @@ const GOLDEN: [(&str, &str, &str, u32); 21] = [
     ("uneven-3plus1-gpu-interleave-n4", "uneven-3plus1.xml", "gpu:interleave", 4),
     ("e2e-4gpu-gpu-ndev-auto-n2", "e2e-4gpu.xml", "gpu:ndev=auto", 2),
     ("gpu-omnipath-gpu-adapters-n2", "gpu-omnipath.xml", "gpu:adapters:bind=core", 2),
+    ("apu-slingshot-network-n4", "apu-slingshot.xml", "network", 4),
+    ("apu-slingshot-cxi-gpu-adapters-n4", "apu-slingshot-cxi.xml", "gpu:adapters", 4),
+    ("rails-2socket-openfabrics-n4", "rails-2socket.xml", "openfabrics", 4),
+    ("vm-ib-vf-devices", "vm-ib-vf.xml", "", 0),
+    ("nvme-namespaces-block-n5", "nvme-namespaces.xml", "block:bind=none", 5),
 ];
 
 #[test]

@@ -120,7 +120,7 @@ pub(super) fn devices(node: &Node, problems: &mut Vec<String>, notes: &mut Vec<S
             let (env, warnings) = match crate::env::task_env(
                 &[d],
                 &Inputs {
-                    node_hcas: None,
+                    node_adapters: None,
                     task_env: &BTreeMap::new(),
                     discovery_model: ze,
                     mode: EnvMode::All,

@@ -44,7 +44,8 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     let topo = &node.topology;
     let order = device_order(spec, node, facts)?;
     let near = order.near(node, facts);
-    let DeviceOrder { devices: list, word: class_word, .. } = order;
+    let DeviceOrder { devices: list, word: class_word, note, .. } = order;
+    plan.warnings.extend(note);
     pair::check_target(spec, node, &list)?;
     let assignment = assign::tasks(spec, node, facts, &list, &class_word, near.as_ref(), &mut plan.warnings)?;
     order::degenerate_warning(node, &list, &class_word, spec, &mut plan.warnings);
@@ -66,8 +67,10 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
     let core_of_pu = if spec.omp == Some(true) { topo.core_of_pu() } else { Vec::new() };
     let mut scratch = Vec::new();
     let adapters = pair::adapters_by_group(pairs.as_ref(), &assignment);
-    let hcas = node_hcas(node, &assignment, &adapters);
-    let hca_devices: Vec<&Device> = hcas.iter().filter_map(|&i| node.devices.get(i)).collect();
+    let held = node_adapters(node, &assignment, &adapters);
+    let hcas: Vec<usize> =
+        held.iter().copied().filter(|&i| node.devices.get(i).is_some_and(crate::env::names_to_nccl)).collect();
+    let adapter_devices: Vec<&Device> = held.iter().filter_map(|&i| node.devices.get(i)).collect();
     // Tasks with the same devices share their adapters and, for the same OpenMP places,
     // their variables.
     let mut groups: HashMap<&[usize], Group> = HashMap::new();
@@ -75,7 +78,7 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
         let group = groups.entry(devs).or_insert_with(|| Group::new(node, devs, &adapters));
         let cpus = binder.bind_task(t as u32, &node.devices, devs)?;
         let places = omp_places(spec, &core_of_pu, &mut scratch, cpus.as_ref());
-        let (env, warnings) = group.environment(facts, node, spec, places, &hca_devices)?;
+        let (env, warnings) = group.environment(facts, node, spec, places, &adapter_devices)?;
         for w in warnings {
             let line = format!("task {t}: {w}");
             if !plan.warnings.contains(&line) {
@@ -92,17 +95,19 @@ pub fn plan(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Plan, PlanErr
         }
     }
     pair::unnamed_adapters_warning(spec, node, &plan.tasks, &mut plan.warnings);
+    pair::uneven_adapters_warning(spec, node, &list, &plan.tasks, &mut plan.warnings);
     Ok(plan)
 }
 
-/// The adapters the node's `NCCL_IB_HCA` lists (device indexes, bus order): every one NCCL
-/// takes among the devices the tasks hold or are paired with.
-fn node_hcas(node: &Node, assignment: &[Vec<usize>], adapters: &HashMap<&[usize], Vec<Paired>>) -> Vec<usize> {
+/// The network adapters the tasks of the node hold or are paired with (device indexes, bus
+/// order): what the node-wide rows list (`NCCL_IB_HCA`, `FI_CXI_DEVICE_NAME`).
+fn node_adapters(node: &Node, assignment: &[Vec<usize>], adapters: &HashMap<&[usize], Vec<Paired>>) -> Vec<usize> {
     let held = assignment.iter().flatten().copied().chain(adapters.values().flatten().map(|p| p.device));
-    let mut hcas: Vec<usize> = held.filter(|&i| node.devices.get(i).is_some_and(crate::env::names_to_nccl)).collect();
-    hcas.sort_unstable();
-    hcas.dedup();
-    hcas
+    let mut out: Vec<usize> =
+        held.filter(|&i| node.devices.get(i).is_some_and(|d| d.class == DeviceClass::Network)).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// A task's variables and the warnings their rules gave.
@@ -137,13 +142,13 @@ impl<'a> Group<'a> {
         node: &Node,
         spec: &Spec,
         places: Option<crate::env::Places>,
-        node_hcas: &[&Device],
+        node_adapters: &[&Device],
     ) -> Result<Environment, PlanError> {
         if let Some((_, env)) = self.envs.iter().find(|(p, _)| *p == places) {
             return env.clone();
         }
         let inputs = crate::env::Inputs {
-            node_hcas: Some(node_hcas),
+            node_adapters: Some(node_adapters),
             task_env: &facts.env,
             discovery_model: node.options.ze_hierarchy,
             mode: spec.env,

@@ -23,6 +23,9 @@ pub struct DeviceOrder {
     pub elsewhere: Vec<usize>,
     /// The word that names them in messages (`gpu`, or the device's name).
     pub word: String,
+    /// Said with the plan: the class handed out devices it holds back, having nothing else
+    /// (a node whose only network ports are plain Ethernet).
+    pub note: Option<String>,
 }
 
 /// A step given only part of the node, with devices left out for being far from its CPUs:
@@ -68,7 +71,7 @@ fn localities(node: &Node, devices: &[usize]) -> String {
 /// and `check` all order devices through this function.
 pub fn device_order(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<DeviceOrder, PlanError> {
     let host = node.hostname();
-    let (list, word) = device_list(spec, node, facts, host)?;
+    let (list, word, note) = device_list(spec, node, facts, host)?;
     let (mut local, mut far): (Vec<usize>, Vec<usize>) = match (&facts.allowed_cpus, &spec.target) {
         (Some(allowed), Target::Class(_)) => {
             list.iter().partition(|&&i| node.devices.get(i).is_some_and(|d| d.locality.intersects(allowed)))
@@ -84,11 +87,11 @@ pub fn device_order(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Devic
         far = compact(&node.devices, &far);
     }
     if far.is_empty() {
-        return Ok(DeviceOrder { devices: local, elsewhere: far, word });
+        return Ok(DeviceOrder { devices: local, elsewhere: far, word, note });
     }
     if spec.bind_level() == BindLevel::None {
         let devices = local.iter().chain(&far).copied().collect();
-        return Ok(DeviceOrder { devices, elsewhere: far, word });
+        return Ok(DeviceOrder { devices, elsewhere: far, word, note });
     }
     if local.is_empty() {
         return Err(PlanError::NoLocalDevice {
@@ -98,21 +101,56 @@ pub fn device_order(spec: &Spec, node: &Node, facts: &StepFacts) -> Result<Devic
             elsewhere: localities(node, &far),
         });
     }
-    Ok(DeviceOrder { devices: local, elsewhere: far, word })
+    Ok(DeviceOrder { devices: local, elsewhere: far, word, note })
+}
+
+/// `eno1: plain Ethernet (...); sr0: removable media (...)`.
+fn held_text(node: &Node, devices: &[usize]) -> String {
+    devices
+        .iter()
+        .filter_map(|&i| node.devices.get(i))
+        .map(|d| format!("{}: {}", d.name, d.held_back.map(|h| h.to_string()).unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A class's devices, or why there are none: a topology without I/O objects says so; a
+/// node whose only network ports are no fabric adapter hands those out, with a note; removable
+/// media never.
+fn class_list(node: &Node, class: DeviceClass, host: &str) -> Result<(Vec<usize>, Option<String>), PlanError> {
+    let list = node.class_indexes(class);
+    if !list.is_empty() {
+        return Ok((list, None));
+    }
+    if node.topology.pci.is_empty() && node.topology.loose.is_empty() {
+        return Err(PlanError::NoIoDevices { host: host.into() });
+    }
+    let held = node.held_back(class);
+    if held.is_empty() {
+        return Err(PlanError::NoDevices { class, host: host.into() });
+    }
+    if class != DeviceClass::Network {
+        return Err(PlanError::OnlyHeldBack { class, host: host.into(), held: held_text(node, &held) });
+    }
+    let note = format!(
+        "node {host} has no fabric adapter (InfiniBand or RoCE with an RDMA address, Omni-Path, Slingshot): network \
+         hands out its other ports ({}), which no fabric library uses for RDMA, so no fabric variable names them",
+        held_text(node, &held)
+    );
+    Ok((held, Some(note)))
 }
 
 /// The devices to map over, in PCI-bus order, and the word that names them in messages.
-fn device_list(spec: &Spec, node: &Node, facts: &StepFacts, host: &str) -> Result<(Vec<usize>, String), PlanError> {
-    let (mut list, word) = match &spec.target {
+type ListAndWord = (Vec<usize>, String, Option<String>);
+
+fn device_list(spec: &Spec, node: &Node, facts: &StepFacts, host: &str) -> Result<ListAndWord, PlanError> {
+    let (mut list, word, note) = match &spec.target {
         Target::Class(class) => {
-            let list = node.class_indexes(*class);
-            if list.is_empty() {
-                return Err(PlanError::NoDevices { class: *class, host: host.into() });
-            }
-            (list, class.to_string())
+            let (list, note) = class_list(node, *class, host)?;
+            (list, class.to_string(), note)
         }
-        Target::Name(name) => (vec![named_device(node, name)?], name.clone()),
-        Target::None => return Ok((Vec::new(), "none".into())),
+        Target::Name(name) => (vec![named_device(node, name)?], name.clone(), None),
+        Target::None => return Ok((Vec::new(), "none".into(), None)),
     };
     if let Some(step_gpus) = &facts.step_gpus {
         let gpus = node.class_indexes(DeviceClass::Gpu);
@@ -131,19 +169,40 @@ fn device_list(spec: &Spec, node: &Node, facts: &StepFacts, host: &str) -> Resul
             });
         }
     }
-    Ok((list, word))
+    Ok((list, word, note))
 }
 
-/// The one device `name` names (OS name, identity, bus id or PMIx id), or the refusal that
-/// lists what the node has and the nearest word to what was typed.
+/// The one device `name` names (OS name, identity, bus id or PMIx id), or the refusal: a name
+/// several devices answer to (a PCI address of an APU's partitions, of a drive's namespaces)
+/// names them; removable media is never handed out; an unknown name lists what the node has
+/// and the nearest word to what was typed.
 pub fn named_device(node: &Node, name: &str) -> Result<usize, PlanError> {
-    if let Some(i) = node.devices.iter().position(|d| d.answers_to(name)) {
-        return Ok(i);
+    let found: Vec<usize> = (0..node.devices.len()).filter(|&i| node.devices[i].answers_to(name)).collect();
+    match found.as_slice() {
+        [one] => {
+            return match node.devices[*one].held_back {
+                Some(why @ crate::device::HeldBack::RemovableMedia) => Err(PlanError::NeverHandedOut {
+                    name: node.devices[*one].name.clone(),
+                    host: node.hostname().into(),
+                    why,
+                }),
+                _ => Ok(*one),
+            }
+        }
+        [] => {}
+        several => {
+            let names: Vec<&str> = several.iter().map(|&i| node.devices[i].name.as_str()).collect();
+            return Err(PlanError::AmbiguousName {
+                name: name.to_string(),
+                host: node.hostname().into(),
+                count: names.len(),
+                devices: names.join(", "),
+            });
+        }
     }
     let known: Vec<&str> = node.devices.iter().map(|d| d.name.as_str()).collect();
     let hint = if name.contains(',') {
-        let rewritten = crate::text::printable(&name.replace(',', ":"));
-        format!("; a comma does not separate qualifiers, write them with ':' ({rewritten})")
+        format!("; {}", crate::spec::comma_fix(name))
     } else {
         crate::spec::suggest::nearest(name, crate::spec::class_words().chain(["none"]))
             .or_else(|| crate::spec::suggest::nearest(name, known.iter().copied()))

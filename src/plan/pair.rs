@@ -1,11 +1,12 @@
 //! Which network adapters go with each task's GPUs (`adapters`): the adapters nearest each
 //! GPU in the PCI tree, so that a rank's traffic leaves by the adapter next to its GPU; and
-//! the warning for a `network` mapping that hands a task an adapter no fabric variable names.
+//! the warnings of a `network` mapping: a task handed an adapter no fabric variable names, or
+//! the tasks' adapters all on fewer packages than the node's.
 //!
-//! - **Candidates** are the node's network devices that a fabric variable names
-//!   ([`crate::env::fabric_variables`], the rows' own rules): OpenFabrics adapters of
-//!   Mellanox/NVIDIA (`NCCL_IB_HCA`, `UCX_NET_DEVICES`) and Omni-Path (`PSM3_NIC`). A plain
-//!   Ethernet port (the management port, a Slingshot NIC) is never paired.
+//! - **Candidates** are the node's fabric adapters, the devices the `network` class hands out
+//!   (`enumerate::fabric_of`): InfiniBand and RoCE adapters with an RDMA address, Omni-Path,
+//!   Slingshot. A management or plain Ethernet port, or a function without RDMA, is never
+//!   paired.
 //! - **Nearness** is the deepest common ancestor of the GPU and the adapter, PCI bridges
 //!   included: the same PCIe switch beats the same root port or host bridge, which beats the
 //!   same locality object, which beats a CPU-side ancestor further up.
@@ -66,7 +67,7 @@ impl NodePairs {
         let candidates: Vec<usize> = node
             .class_indexes(DeviceClass::Network)
             .into_iter()
-            .filter(|&i| !crate::env::fabric_variables(&node.devices[i]).is_empty())
+            .filter(|&i| node.devices[i].fabric.is_some())
             .collect();
         let mut by_gpu = HashMap::new();
         if candidates.is_empty() {
@@ -182,11 +183,24 @@ pub(super) fn adapters_by_group<'a>(
         .collect()
 }
 
-/// A `network` mapping on a node with fabric adapters that gives some tasks an adapter no
-/// fabric variable names (plain Ethernet, such as the management port, or an OpenFabrics
-/// device of a vendor no row knows): those tasks get only `PMIX_DEVICE_ID` where their
-/// neighbours get `NCCL_IB_HCA`, which the plan says rather than leave to be discovered. A
-/// node whose adapters are all of that kind (Slingshot) treats every task alike: no warning.
+/// What an adapter no fabric variable names is, in words.
+fn unnamed_kind(d: &Device) -> String {
+    match (d.fabric, d.held_back) {
+        (Some(crate::device::Fabric::Slingshot), _) => {
+            "Slingshot, whose CXI device this topology does not name: hwloc 2.14 and later do".into()
+        }
+        (_, Some(why)) => why.to_string(),
+        _ if d.ofed_name.is_some() => "an OpenFabrics device no fabric library here takes".into(),
+        _ => "a fabric adapter no variable names".into(),
+    }
+}
+
+/// A `network` mapping on a node with named fabric adapters that gives some tasks an adapter no
+/// fabric variable names (an OpenFabrics device of a vendor no row knows, a Slingshot NIC
+/// whose CXI device hwloc does not name, a port named by the job): those tasks get only
+/// `PMIX_DEVICE_ID` where their neighbours get `NCCL_IB_HCA`, which the plan says rather than
+/// leave to be discovered. A node whose adapters are all of that kind treats every task
+/// alike: no warning.
 pub(super) fn unnamed_adapters_warning(spec: &Spec, node: &Node, tasks: &[TaskPlan], warnings: &mut Vec<String>) {
     let named = |i: &usize| !crate::env::fabric_variables(&node.devices[*i]).is_empty();
     if spec.target != Target::Class(DeviceClass::Network) || !node.class_indexes(DeviceClass::Network).iter().any(named)
@@ -208,20 +222,69 @@ pub(super) fn unnamed_adapters_warning(spec: &Spec, node: &Node, tasks: &[TaskPl
         .iter()
         .map(|(&d, ids)| {
             let dev = &node.devices[d];
-            let what = if dev.ofed_name.is_some() {
-                "an OpenFabrics device no fabric library here takes"
-            } else {
-                "plain Ethernet"
-            };
-            format!("{} at {} ({what}; {})", dev.name, dev.busid_text(), tasks_text(ids))
+            format!("{} at {} ({}; {})", dev.name, dev.busid_text(), unnamed_kind(dev), tasks_text(ids))
         })
         .collect();
     let them = if items.len() == 1 { "it" } else { "them" };
     warnings.push(format!(
         "no fabric variable names {}: UCX_NET_DEVICES and PSM3_NIC are not set for {them}, and NCCL_IB_HCA (one \
-         list for the node) names only the other tasks' adapters; the network class holds every adapter in bus \
-         order, so map fewer tasks, name the adapters to use, or map gpu:adapters",
+         list for the node) names only the other tasks' adapters; map fewer tasks, or map gpu:adapters",
         items.join(", ")
+    ));
+}
+
+/// The package (its index among the topology's objects) whose CPUs hold `d`'s locality.
+fn package_of(node: &Node, d: &Device) -> Option<usize> {
+    node.topology.objects.iter().position(|o| {
+        o.kind == crate::topology::ObjKind::Package && !d.locality.is_empty() && d.locality.is_subset(&o.cpuset)
+    })
+}
+
+/// A `network` mapping whose tasks' adapters all lie in fewer packages than the class's
+/// adapters do (Summit's four rails, two per socket, and two tasks: both on socket 0): the
+/// other package's adapters stay unused while the tasks crowd one socket. Said with the spec
+/// that spreads them (`interleave`); a spec that already orders them is left alone.
+pub(super) fn uneven_adapters_warning(
+    spec: &Spec,
+    node: &Node,
+    list: &[usize],
+    tasks: &[TaskPlan],
+    warnings: &mut Vec<String>,
+) {
+    if spec.target != Target::Class(DeviceClass::Network) || spec.interleave.is_some() || spec.compact || spec.closest {
+        return;
+    }
+    let mut used: Vec<usize> = tasks.iter().flat_map(|t| t.devices.iter().copied()).collect();
+    used.sort_unstable();
+    used.dedup();
+    let packages = |devs: &[usize]| {
+        let mut p: Vec<usize> =
+            devs.iter().filter_map(|&i| node.devices.get(i)).filter_map(|d| package_of(node, d)).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    };
+    let (mine, all) = (packages(&used), packages(list));
+    if mine.is_empty() || mine.len() >= used.len().min(all.len()) {
+        return;
+    }
+    let idle: Vec<&str> = list
+        .iter()
+        .filter(|i| !used.contains(i))
+        .filter_map(|&i| node.devices.get(i))
+        .filter(|d| package_of(node, d).is_some_and(|p| !mine.contains(&p)))
+        .map(|d| d.name.as_str())
+        .collect();
+    let shown = if idle.len() > 4 { format!("{}, ...", idle[..4].join(", ")) } else { idle.join(", ") };
+    let mut better = spec.clone();
+    better.interleave = Some(crate::spec::GroupLevel::Package);
+    warnings.push(format!(
+        "the tasks' {} network adapters all lie in {} of the node's {} packages with adapters, leaving {} on the \
+         others unused ({shown}): --map-by-device={better} spreads the tasks over the packages",
+        used.len(),
+        mine.len(),
+        all.len(),
+        idle.len()
     ));
 }
 
@@ -230,26 +293,20 @@ pub(super) fn tasks_text(ids: &[u32]) -> String {
     format!("{} {}", if ids.len() == 1 { "task" } else { "tasks" }, list.join(","))
 }
 
-/// Why a node has no adapter to pair: it has none a fabric variable names; the network
-/// devices it does have, and why each is left out.
+/// Why a node has no adapter to pair: it has no fabric adapter; the network devices it does
+/// have, and why each is held back.
 fn no_candidates(node: &Node) -> String {
     let others: Vec<String> = node
-        .class_indexes(DeviceClass::Network)
+        .held_back(DeviceClass::Network)
         .into_iter()
         .map(|i| {
             let d = &node.devices[i];
-            let what = if d.ofed_name.is_some() {
-                "an OpenFabrics device no fabric library here takes"
-            } else {
-                "plain Ethernet"
-            };
-            format!("{} is {what}", d.name)
+            format!("{} is {}", d.name, d.held_back.map(|h| h.to_string()).unwrap_or_default())
         })
         .collect();
     let have = if others.is_empty() { String::new() } else { format!(" ({})", others.join("; ")) };
     format!(
-        "node {} has no network adapter that NCCL_IB_HCA, UCX_NET_DEVICES or PSM3_NIC names (an OpenFabrics adapter of \
-         Mellanox/NVIDIA, or Omni-Path){have}",
+        "node {} has no fabric adapter (InfiniBand or RoCE with an RDMA address, Omni-Path, Slingshot){have}",
         node.hostname()
     )
 }

@@ -57,6 +57,20 @@ pub struct Plan {
 pub enum PlanError {
     #[error("node {host} has no {class} devices: run on a node that has them, or use --map-by-device=none")]
     NoDevices { class: DeviceClass, host: String },
+    /// The topology holds no PCI function and no OS device at all: it was exported without
+    /// its I/O objects (`lstopo` without `--whole-io`, or an hwloc without its PCI support).
+    #[error("the topology of {host} has no I/O devices at all (no PCI function, no OS device), so it names no GPU, network adapter or disk: it was exported without them; export it again with `lstopo --whole-io FILE.xml` (with hwloc's PCI support installed) and use that file")]
+    NoIoDevices { host: String },
+    /// Only held-back devices of the class: removable media, which is never handed out.
+    #[error("node {host} has no {class} devices to hand out ({held}): run on a node that has them, or use --map-by-device=none")]
+    OnlyHeldBack { class: DeviceClass, host: String, held: String },
+    /// A name that several devices answer to: a PCI address holding several GPUs (an APU's
+    /// partitions) or several disks (an NVMe drive's namespaces).
+    #[error("{name:?} names {count} devices on {host} ({devices}): name one of them instead")]
+    AmbiguousName { name: String, host: String, count: usize, devices: String },
+    /// A device its class never hands out, named.
+    #[error("{name} on {host} is {why}, which map-by-device never hands out: name a disk, or map block")]
+    NeverHandedOut { name: String, host: String, why: crate::device::HeldBack },
     /// `hint`: "" or "; did you mean gpu?" or the comma rule with the spec rewritten;
     /// `known`: the class words and the node's device names.
     #[error("node {host} has no device named {name:?}{hint} ({known})")]

@@ -217,7 +217,7 @@ impl<'a> View<'a> {
     fn device_rows(&mut self) {
         for &i in &self.shown {
             let Some(d) = self.node.devices.get(i) else { continue };
-            let order = self.node.class_indexes(d.class).iter().position(|&x| x == i).unwrap_or(0);
+            let order = class_order(self.node, i);
             let id = d.gpu_id().map_or_else(|| "-".to_string(), |id| id.display_id());
             let mut lines = vec![format!(
                 "{} {order}  {} {} {} {}  locality {}",
@@ -438,7 +438,7 @@ impl View<'_> {
         let short = busid.strip_prefix("0000:").unwrap_or(&busid).to_string();
         let third = match (self.kind, tasks.is_empty()) {
             ("devices", _) => {
-                let order = self.node.class_indexes(d.class).iter().position(|&x| x == i).unwrap_or(0);
+                let order = class_order(self.node, i);
                 let problem = if d.identity_problem().is_some() { " · no id" } else { "" };
                 format!("{} {order}{problem}", d.class)
             }
@@ -507,3 +507,12 @@ fn draw_row(svg: &mut Svg, row: &Row, x: i64, y: i64, chars: usize) -> i64 {
 /// Centered cell text with a white halo, readable on any task colour.
 const HALO: &[(&str, &str)] =
     &[("text-anchor", "middle"), ("paint-order", "stroke"), ("stroke", "#ffffff"), ("stroke-width", "2.5")];
+
+/// A device's place among the devices its class hands out (`2`), or `held back`.
+fn class_order(node: &Node, i: usize) -> String {
+    let Some(d) = node.devices.get(i) else { return String::new() };
+    match node.class_indexes(d.class).iter().position(|&x| x == i) {
+        Some(p) => p.to_string(),
+        None => "held back".into(),
+    }
+}

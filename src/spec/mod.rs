@@ -10,6 +10,7 @@
 //! [`target`] reads those by their shape.
 
 mod name;
+pub use name::comma_fix;
 pub mod suggest;
 mod target;
 
@@ -141,6 +142,9 @@ pub enum SpecError {
         "{given:?} is no --map-by-device spec: {separator} does not separate qualifiers, write them with ':' ({fixed})"
     )]
     Separator { given: String, separator: &'static str, fixed: String },
+    /// A comma list of device names where one target goes.
+    #[error("{given:?} lists {names} devices, and a spec has one target: {LIST_FIX}", LIST_FIX = LIST_FIX)]
+    NameList { given: String, names: usize },
     #[error("no device is named {given:?} (did you mean {word}?): a target is gpu, network (nic, fabric, openfabrics), block, none, or a device's own name")]
     NearMiss { given: String, word: &'static str },
     #[error("no device name holds {character:?}, as {given:?} does: name a class (gpu, network, block), or one device by OS name, UUID, PCI bus id or PMIx id (cuda0, GPU-46f7..., 0000:06:00.0, gpu://HOST::nvml0)")]
@@ -249,6 +253,11 @@ const CLASS_WORDS: [(&str, DeviceClass); 6] = [
     ("openfabrics", DeviceClass::Network),
     ("block", DeviceClass::Block),
 ];
+
+/// What to write instead of a list of device names (a spec names one class or one device).
+pub const LIST_FIX: &str =
+    "lists of devices are not supported; map their class (gpu, network, block) to give each task \
+     its own device of it (ndev=N for N each; Slurm's --gpus chooses which GPUs a step holds), or name one device";
 
 /// The words that name a class of devices (`gpu`, `network` and its synonyms, `block`).
 pub fn class_words() -> impl Iterator<Item = &'static str> {

@@ -49,6 +49,9 @@ pub(super) fn check(text: &str, target: &str) -> Result<(), SpecError> {
     if target.contains(':') {
         return Ok(());
     }
+    if let Some(names) = name_list(target) {
+        return Err(SpecError::NameList { given: text.to_string(), names });
+    }
     if let Some((sep, name)) = stray_separator(text) {
         return Err(separator(text, sep, name));
     }
@@ -66,6 +69,27 @@ pub(super) fn check(text: &str, target: &str) -> Result<(), SpecError> {
         return Err(SpecError::NearMiss { given: target.to_string(), word });
     }
     Ok(())
+}
+
+/// What a name with a comma is told: a list of device names is not supported (and what to
+/// use instead); a target with comma-separated qualifiers is written with ':'.
+pub fn comma_fix(text: &str) -> String {
+    match name_list(text) {
+        Some(_) => super::LIST_FIX.to_string(),
+        None => {
+            let rewritten = crate::text::printable(&text.replace(',', ":"));
+            format!("a comma does not separate qualifiers, write them with ':' ({rewritten})")
+        }
+    }
+}
+
+/// A target that is a comma list of device names (`nvml0,nvml3`), not a target followed by
+/// comma-separated qualifiers (`gpu,ndev=2`): the names, counted.
+fn name_list(target: &str) -> Option<usize> {
+    let parts: Vec<&str> = target.split(',').map(str::trim).collect();
+    let qualifier = |p: &str| p.contains('=') || super::qualifier_word(p, None).is_ok();
+    let names = parts.iter().filter(|p| !p.is_empty()).count();
+    (parts.len() > 1 && names > 1 && !parts[1..].iter().any(|p| qualifier(p))).then_some(names)
 }
 
 /// `text` holds `sep` (`name` in words), which does not separate qualifiers: the refusal,

@@ -106,6 +106,44 @@ c_network() {
     expect_rc 0 && expect_out "$NET_LINES"
 }
 
+# Slingshot (tests/e2e/fixtures/e2e-slingshot.xml: two APUs on CPUs 0 and 1, each with its
+# Slingshot NIC as hwloc 2.14 shows it, hsnN beside cxiN, and the management port enp129s0
+# between them in bus order): each task one NIC next to its CPU, never the management port;
+# libfabric's cxi provider told the node's CXI devices, one value in every task
+# (FI_CXI_DEVICE_NAME, docs/variables.md); gpu:adapters pairs each APU with its own NIC.
+c_slingshot() {
+    local fix=$E2E_TOPO/e2e-slingshot.xml task uuid0 uuid1 ids
+    mapfile -t ids < <(grep -o 'name="AMDUUID" value="[^"]*"' "$fix" | sed 's/.*value="//;s/"$//')
+    ((${#ids[@]} == 2)) || { echo "expected 2 AMDUUIDs in $fix"; return 1; }
+    uuid0=GPU-${ids[0]} uuid1=GPU-${ids[1]}
+    set_plugstack "topology=$fix"
+    task=$E2E_DIR/work/slingshot.sh
+    cat >"$task" <<'EOS'
+#!/bin/bash
+echo "task=$SLURM_LOCALID cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) ROCR_VISIBLE_DEVICES=${ROCR_VISIBLE_DEVICES:--} FI_CXI_DEVICE_NAME=${FI_CXI_DEVICE_NAME:--} PMIX_DEVICE_ID=${PMIX_DEVICE_ID:--}"
+EOS
+    chmod 755 "$task"
+    run srun -n 2 --map-by-device=network "$task"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "task=0 cpus=0 ROCR_VISIBLE_DEVICES=- FI_CXI_DEVICE_NAME=cxi0,cxi1 PMIX_DEVICE_ID=ipv4://02:00:00:00:36:10
+task=1 cpus=1 ROCR_VISIBLE_DEVICES=- FI_CXI_DEVICE_NAME=cxi0,cxi1 PMIX_DEVICE_ID=ipv4://02:00:00:00:36:11" || return 1
+    run srun -n 2 --map-by-device=gpu:adapters "$task"
+    OUT=$(sed 's#gpu://[^:]*::#gpu://HOST::#' <<<"$OUT" | sort)
+    expect_rc 0 && expect_out "task=0 cpus=0 ROCR_VISIBLE_DEVICES=$uuid0 FI_CXI_DEVICE_NAME=cxi0,cxi1 PMIX_DEVICE_ID=gpu://HOST::rsmi0,ipv4://02:00:00:00:36:10
+task=1 cpus=1 ROCR_VISIBLE_DEVICES=$uuid1 FI_CXI_DEVICE_NAME=cxi0,cxi1 PMIX_DEVICE_ID=gpu://HOST::rsmi1,ipv4://02:00:00:00:36:11" || return 1
+    # One task: the node's list is its own NIC's; a job's own value is kept.
+    run srun -n 1 --map-by-device=network "$task"
+    expect_rc 0 && expect_out "task=0 cpus=0 ROCR_VISIBLE_DEVICES=- FI_CXI_DEVICE_NAME=cxi0 PMIX_DEVICE_ID=ipv4://02:00:00:00:36:10" || return 1
+    run env FI_CXI_DEVICE_NAME=cxi1 srun -n 1 --map-by-device=network "$task"
+    expect_rc 0 && expect_out "task=0 cpus=0 ROCR_VISIBLE_DEVICES=- FI_CXI_DEVICE_NAME=cxi1 PMIX_DEVICE_ID=ipv4://02:00:00:00:36:10" || return 1
+    # Three tasks, two NICs: the management port is never the third; the step is refused.
+    run srun -n 3 --map-by-device=network "$task"
+    expect_fail && expect_err "3 tasks with ndev=1 need 3 network devices, but" && expect_err "has 2 to give" || return 1
+    # Named, the management port is the job's, with no fabric variable.
+    run srun -n 1 --map-by-device=enp129s0 "$task"
+    expect_rc 0 && expect_out "task=0 cpus=0 ROCR_VISIBLE_DEVICES=- FI_CXI_DEVICE_NAME=- PMIX_DEVICE_ID=ipv4://00:40:a6:89:36:20"
+}
+
 c_ndev_cpus_per_task() {
     set_plugstack "topology=$FIX"
     # One task holding both GPUs: its locality is the machine; --cpus-per-task=2 with
@@ -919,7 +957,7 @@ c_cache_used() {
     log_has "topology from slurmd's cache $CACHE_FILE" || return 1
     ((LIVE_NET > 0)) || { SKIPS+=("cache content check: no network device found live here"); return 0; }
     # The steps map from the file's contents: without its PCI devices (rewritten in place,
-    # so slurmd's lock stays), the network device is gone.
+    # so slurmd's lock stays), the network device is gone, and so is every I/O device.
     local saved=$E2E_DIR/work/topology.json.saved
     cp "$CACHE_FILE" "$saved"
     probe -n 1 --map-by-device=network
@@ -930,7 +968,7 @@ c_cache_used() {
     local rc=$RC err=$ERR
     cat "$saved" >"$CACHE_FILE"
     RC=$rc ERR=$err
-    expect_rc 1 && expect_err "has no network devices" || return 1
+    expect_rc 1 && expect_err "has no I/O devices at all" || return 1
     probe -n 1 --map-by-device=network
     expect_rc 0
 }
@@ -1345,6 +1383,7 @@ AFFINITY_CASES=(
     "gpu:verbose prints one line per task on the terminal|c_verbose"
     "network: NCCL_IB_HCA and UCX_NET_DEVICES, CPU next to the HCA|c_network"
     "gpu:adapters: each task its GPU and the HCA beside it, shared pairs said in verbose|c_adapters"
+    "slingshot: one NIC per task, never the management port; FI_CXI_DEVICE_NAME one value per node; gpu:adapters|c_slingshot"
     "ndev=2 with --cpus-per-task=2 and bind=core|c_ndev_cpus_per_task"
     "the plugin's mask wins over --cpu-bind (none/cores/map/mask, 20 runs each)|c_mask_wins"
     "closest picks the GPU next to Slurm's binding|c_closest"

@@ -1239,10 +1239,206 @@ def fx_dgx2_mlx5():
     return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], near=10, far=21)])
 
 
+# --- Issue 36: fabric adapters told apart, Slingshot, namespaces --------------------------
+
+CPU_MI300A = [("CPUVendor", "AuthenticAMD"), ("CPUFamilyNumber", "25"), ("CPUModelNumber", "144"),
+              ("CPUModel", "AMD Instinct MI300A Accelerator"), ("CPUStepping", "1")]
+CPU_POWER9 = [("CPUModel", "POWER9, altivec supported"), ("CPURevision", "2.2 (pvr 004e 1202)")]
+CPU_GENOA_X = [("CPUVendor", "AuthenticAMD"), ("CPUFamilyNumber", "25"), ("CPUModelNumber", "17"),
+               ("CPUModel", "AMD EPYC 9V33X 96-Core Processor"), ("CPUStepping", "2")]
+
+
+def slingshot_cxi(busid, netname, cxiname, mac, nid, speed, subtype=True):
+    """A Cassini 1 function as hwloc 2.14 and later show it: the Ethernet interface (`hsnN`,
+    subtype Slingshot) and the CXI device (`cxiN`, Network, subtype Slingshot, with the
+    `CassiniVersion` and `NID` infos of hwloc's cxi class); `cxiname=None`: as hwloc 2.9 to
+    2.13 show it, the interface alone (subtype Slingshot when /sys shows its cxi class)."""
+    osdevs = [osdev(netname, "net", "Slingshot" if subtype else None, [("Address", mac)])]
+    if cxiname:
+        osdevs.append(osdev(cxiname, "net", "Slingshot", [("CassiniVersion", "1.1"), ("NID", nid)]))
+    return pcidev(busid, pci_type(0x0200, 0x17DB, 0x0501, 0x17DB, 0x0000, 0x02), speed, osdevs,
+                  pci_names("Cray Inc", "Cassini 1 [Slingshot 200Gb]"))
+
+
+def mi300a(fx, busid, n):
+    """One MI300A APU in SPX mode: one `rsmiN` (class 1200, processing accelerator)."""
+    h = digest("amd-uuid", fx, busid)
+    uuid = ("%x" % (8 + int(h[0], 16) % 8)) + h[1:16]
+    osdevs = [osdev("rsmi%d" % n, "gpu", "RSMI", [
+        ("Backend", "RSMI"), ("GPUVendor", "AMD"), ("GPUModel", "AMD Instinct MI300A"),
+        ("AMDSerial", serial_digits(12, fx, busid)), ("AMDUUID", uuid),
+        ("RSMIVRAMSize", "536870912"), ("RSMIVisibleVRAMSize", "536870912")])]
+    return pcidev(busid, pci_type(0x1200, 0x1002, 0x74A0, 0x1002, 0x74A0, 0x00), link_speed(5, 16),
+                  osdevs, pci_names("Advanced Micro Devices, Inc. [AMD/ATI]",
+                                    "Aqua Vanjaram [Instinct MI300A]"))
+
+
+def i210_mgmt(busid, netname, mac):
+    return eth_nic(busid, netname, mac, (0x8086, 0x1537, 0xFFFF, 0x0000, 0x03), "Intel Corporation",
+                   "I210 Gigabit Backplane Connection", link_speed(1, 1))
+
+
+def _apu_node(fx, napus, cores_per_apu, cxi, netprefix):
+    """El Capitan's node shape (HPE Cray EX255a): one MI300A per package, each package its
+    own PCI domain with a host bridge holding the APU and a Slingshot NIC on root ports of
+    their own; a 1 GbE management port on package 0 at bus 81, between hsi0 (0000:01) and
+    hsi1 (0001:01) in bus order."""
+    packages = []
+    for k in range(napus):
+        dom = "%04x" % k
+        nic = slingshot_cxi("%s:01:00.0" % dom, "%s%d" % (netprefix, k), "cxi%d" % k if cxi else None,
+                            "02:00:00:00:%02x:%02x" % (0x36, 0x10 + k), "0x%x" % (0x1a40 + k),
+                            link_speed(4, 16))
+        ports = [root_port_for(nic, "%s:00:01.1" % dom, AMD_GPP_BRIDGE),
+                 root_port_for(mi300a(fx, "%s:02:00.0" % dom, k), "%s:00:07.1" % dom, AMD_GPP_BRIDGE)]
+        io = [hostbridge(ports)]
+        if k == 0:
+            io.append(hostbridge([root_port_for(i210_mgmt("0000:81:00.0", "enp129s0", "00:40:a6:89:36:20"),
+                                                "0000:80:01.1", AMD_GPP_BRIDGE_X1)]))
+        base = k * cores_per_apu
+        cores = [core(c, [c], c, ZEN3_L2, ZEN3_L1) for c in range(base, base + cores_per_apu)]
+        packages.append(package(k, CPU_MI300A, [numa(k, 128 * GIB),
+                                                cache("L3Cache", ZEN3_L3, cores, os_index=k)] + io))
+    return packages
+
+
+def fx_apu_slingshot():
+    """4 MI300A APUs, one Slingshot NIC each as hwloc 2.9 to 2.13 show it (hsiN, subtype
+    Slingshot), and the management port between them in bus order."""
+    fx = "apu-slingshot"
+    packages = _apu_node(fx, 4, 4, False, "hsi")
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1], [2], [3]], far=32)])
+
+
+def fx_apu_slingshot_cxi():
+    """The same node as hwloc 2.14 and later show it: hsnN beside the CXI device cxiN."""
+    fx = "apu-slingshot-cxi"
+    packages = _apu_node(fx, 4, 4, True, "hsn")
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1], [2], [3]], far=32)])
+
+
+def fx_e2e_slingshot():
+    """The end-to-end suite's Slingshot node, on this machine's CPUs 0-1: two APUs (one core
+    each) with their Slingshot NIC (hsnN + cxiN), and the management port between them in bus
+    order. Written to tests/e2e/fixtures/: the end-to-end suite's alone."""
+    fx = "e2e-slingshot"
+    packages = _apu_node(fx, 2, 1, True, "hsn")
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [1]], far=32)],
+                    out_dir=E2E_FIXTURE_DIR)
+
+
+def fx_rails_2socket():
+    """Summit's node shape (IBM AC922): per socket one dual-port EDR ConnectX-5 (two functions,
+    two rails: mlx5_0/mlx5_1 on socket 0, mlx5_2/mlx5_3 on socket 1) and two V100s, and a
+    dual-port Broadcom Ethernet card on socket 0 in PCI domain 0005, between the rails of
+    domains 0003 and 0033 in bus order."""
+    fx = "rails-2socket"
+    edr = link_speed(4, 8)
+    p9_root = pci_type(0x0604, 0x1014, 0x04C1, 0x1014, 0x0000, 0x00)
+
+    def rail(busid, n):
+        return mlx_ib_hca(busid, "ib%d" % n, "mlx5_%d" % n, "98:03:9b:%02x:%02x:%02x" % (0x5a, 0x10, n),
+                          "0x%x" % (0x31a7 + n), ids=(0x1019, 0x1014, 0x0617),
+                          device_name="MT28800 Family [ConnectX-5 Ex]", speed=edr)
+
+    def eth(busid, n):
+        return eth_nic(busid, "enP5p1s0f%d" % n, "70:e2:84:14:%02x:%02x" % (0x5b, n),
+                       (0x14E4, 0x1657, 0x14E4, 0x1981, 0x01), "Broadcom Inc. and subsidiaries",
+                       "NetXtreme BCM5719 Gigabit Ethernet PCIe", link_speed(2, 4))
+
+    def gpu_bridge(dom, n):
+        g = nvidia_gpu(fx, "%s:01:00.0" % dom, "v100sxm3", index=n, cuda=False)
+        return hostbridge([root_port_for(g, "%s:00:00.0" % dom, p9_root)])
+
+    io0 = [hostbridge([bridge("0003:00:00.0", p9_root, edr, [rail("0003:01:00.0", 0),
+                                                              rail("0003:01:00.1", 1)])]),
+           gpu_bridge("0004", 0), gpu_bridge("0006", 1),
+           hostbridge([bridge("0005:00:00.0", p9_root, link_speed(2, 4), [eth("0005:01:00.0", 0),
+                                                                          eth("0005:01:00.1", 1)])])]
+    io1 = [hostbridge([bridge("0033:00:00.0", p9_root, edr, [rail("0033:01:00.0", 2),
+                                                              rail("0033:01:00.1", 3)])]),
+           gpu_bridge("0035", 2), gpu_bridge("0036", 3)]
+    packages = []
+    for p, io in ((0, io0), (1, io1)):
+        cores = [core(c, [c], c, (524288, 128, 8), (32768, 128, 32)) for c in range(4 * p, 4 * p + 4)]
+        packages.append(package(8 * p, CPU_POWER9, [numa(8 * p, 256 * GIB),
+                                                     cache("L3Cache", (10485760, 128, 20), cores,
+                                                           os_index=p)] + io))
+    return Topology(fx, machine(fx, packages), [numa_latency([[0], [8]], near=10, far=40)])
+
+
+def fx_vm_ib_vf():
+    """An Azure HBv4-like VM (Hyper-V PCI domains, no bridges): an NDR InfiniBand virtual
+    function (mlx5_ib0, 15b3:101e, class 0207: LID and GID) and the accelerated-networking
+    Ethernet VF of the same vendor (mlx5_an0 + eth1, 15b3:101a, class 0200: Port1LID 0x0 and
+    no GID: no RDMA), and an NVMe disk."""
+    fx = "vm-ib-vf"
+    ib_guid = "0015:5dff:fe33:1a0d"
+    ib = pcidev("0101:00:00.0", pci_type(0x0207, 0x15B3, 0x101E, 0x15B3, 0x0123, 0x00), 0.0, [
+        osdev("ib0", "net", infos=[("Address", ipoib_address(ib_guid, "00:00:01:27")), ("Port", "1")]),
+        osdev("mlx5_ib0", "ofa", infos=ofa_infos(ib_guid, "946d:ae03:008d:1a06", "0x17c",
+                                                 "fe80:0000:0000:0000:" + ib_guid))],
+        pci_names("Mellanox Technologies", "ConnectX Family mlx5Gen Virtual Function"))
+    an_mac = "60:45:bd:45:1a:87"
+    an = pcidev("8f23:00:02.0", pci_type(0x0200, 0x15B3, 0x101A, 0x15B3, 0x0127, 0x80), 0.0, [
+        osdev("eth1", "net", infos=[("Address", an_mac), ("Port", "1")]),
+        osdev("mlx5_an0", "ofa", infos=[("NodeGUID", guid_from_mac(an_mac)),
+                                        ("SysImageGUID", "0000:0000:0000:0000"), ("Port1State", "4"),
+                                        ("Port1LID", "0x0"), ("Port1LMC", "0")])],
+        pci_names("Mellanox Technologies", "MT28800 Family [ConnectX-5 Ex Virtual Function]"))
+    disk = nvme(fx, "4d31:00:00.0", "nvme0n1", 1875374424, "Microsoft NVMe Direct Disk",
+                ids=(0x1414, 0xB111, 0x1414, 0xFFFF, 0x00), speed=link_speed(3, 4))
+    cores = [core(c, [c], c, ZEN3_L2, ZEN3_L1) for c in range(4)]
+    pkg = package(0, CPU_GENOA_X, [numa(0, 180 * GIB), cache("L3Cache", (100663296, 64, 16), cores,
+                                                              os_index=0),
+                                   hostbridge([ib]), hostbridge([disk]), hostbridge([an])])
+    return Topology(fx, machine(fx, [pkg]))
+
+
+def nvme_namespaces(fx, busid, drive, nsids, size_kib):
+    """An NVMe drive's function with one block OS device per namespace, in the order given
+    (real exports list them in directory order, nvme1n2 before nvme1n1)."""
+    base = nvme(fx, busid, "nvme%dn%d" % (drive, nsids[0]), size_kib, "SAMSUNG MZWLR7T6HALA-00007",
+                major_minor="259:%d" % (4 * drive), speed=link_speed(4, 4))
+    for k, ns in enumerate(nsids[1:], 1):
+        blk = osdev("nvme%dn%d" % (drive, ns), "block", "Disk", [
+            ("Size", str(size_kib)), ("SectorSize", "512"), ("LinuxDeviceID", "259:%d" % (4 * drive + k)),
+            ("Vendor", "Samsung"), ("Model", "SAMSUNG MZWLR7T6HALA-00007"), ("Revision", "MPK92B5Q"),
+            ("SerialNumber", "S7" + digest("nvme", fx, busid)[:12].upper())])
+        base.children.append(blk)
+    return base
+
+
+def fx_nvme_namespaces():
+    """Two NVMe drives with two namespaces each (drive 1 lists nvme1n2 first, as elcap's
+    export does), and a SATA controller holding a DVD drive (sr0) and a disk (sda)."""
+    fx = "nvme-namespaces"
+    sata = pcidev("0000:05:00.0", pci_type(0x0106, 0x8086, 0x7AE2, 0x15D9, 0x7AE2, 0x11), link_speed(3, 1), [
+        osdev("sr0", "block", "Removable Media Device", [
+            ("Size", "1048575"), ("SectorSize", "2048"), ("LinuxDeviceID", "11:0"), ("Vendor", "HL-DT-ST"),
+            ("Model", "DVD+_-RW_GTA0N"), ("Revision", "A3C0"), ("SerialNumber", "KZPH7A" + digest("sr0", fx)[:6])]),
+        osdev("sda", "block", "Disk", [
+            ("Size", "976762584"), ("SectorSize", "512"), ("LinuxDeviceID", "8:0"),
+            ("Model", "ST1000NM0008-2F2100"), ("Revision", "SN04"), ("SerialNumber", "ZFL" + digest("sda", fx)[:5])])],
+        pci_names("Intel Corporation", "Alder Lake-S PCH SATA Controller [AHCI Mode]"))
+    io = hostbridge([
+        root_port_for(nvme_namespaces(fx, "0000:02:00.0", 0, (1, 2), 3750738264), "0000:00:1a.0",
+                      pci_type(0x0604, 0x8086, 0x7AC8, 0x15D9, 0x7AC8, 0x11)),
+        root_port_for(nvme_namespaces(fx, "0000:03:00.0", 1, (2, 1), 3750738264), "0000:00:1b.0",
+                      pci_type(0x0604, 0x8086, 0x7AC0, 0x15D9, 0x7AC0, 0x11)),
+        root_port_for(sata, "0000:00:1c.0", pci_type(0x0604, 0x8086, 0x7AB8, 0x15D9, 0x7AB8, 0x11))])
+    cores = [core(c, [c], c, GEN_L2, GEN_L1) for c in range(4)]
+    pkg = package(0, CPU_GENERIC, [numa(0, 63 * GIB), cache("L3Cache", (12582912, 64, 12), cores,
+                                                             os_index=0), io])
+    return Topology(fx, machine(fx, [pkg]))
+
+
 FIXTURES = [fx_turin_h200, fx_uneven_3plus1, fx_degenerate_one_complex, fx_degenerate_machine,
             fx_amd_mi250x, fx_intel_pvc, fx_omnipath, fx_no_gpu, fx_drm_only, fx_e2e_2gpu,
             fx_e2e_2gpu_drm, fx_e2e_1socket_2gpu, fx_e2e_2gpu_amd, fx_e2e_nogpu, fx_e2e_snc_2gpu,
-            fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5, fx_gpu_omnipath, fx_e2e_4gpu]
+            fx_synthetic_64gpu, fx_far_hca, fx_dgx2_mlx5, fx_gpu_omnipath, fx_e2e_4gpu,
+            fx_apu_slingshot, fx_apu_slingshot_cxi, fx_e2e_slingshot, fx_rails_2socket, fx_vm_ib_vf,
+            fx_nvme_namespaces]
 
 
 # ---------------------------------------------------------------------------------------

@@ -39,6 +39,10 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
     match cli.command {
         Command::Devices { source, class, json, svg } => {
             let node = inputs::node_from(&source)?;
+            // An export without its I/O objects lists nothing: say so, and how to export one.
+            if node.topology.pci.is_empty() && node.topology.loose.is_empty() {
+                return Err(map_by_device::plan::PlanError::NoIoDevices { host: node.hostname().into() }.into());
+            }
             let filter = class.as_deref().map(Spec::parse).transpose()?.map(|s| s.target);
             // A name that is no device here is a mistake to name, not an empty table.
             if let Some(Target::Name(n)) = &filter {

@@ -13,13 +13,14 @@ pub(crate) fn devices_table(devices: &[&Device]) -> String {
     for d in devices {
         let id = d.gpu_id().map(|i| i.display_id()).or_else(|| d.identity_problem().map(|_| "(none)".into()));
         out.push_str(&format!(
-            "{:<8} {:<13} {:<12} {:<9} {:<40} {}\n",
+            "{:<8} {:<13} {:<12} {:<9} {:<40} {}{}\n",
             d.class.to_string(),
             d.busid_text(),
             d.name,
             d.vendor.name(),
             id.unwrap_or_else(|| "-".into()),
-            d.locality
+            d.locality,
+            map_by_device::report::held_back_note(d)
         ));
     }
     out

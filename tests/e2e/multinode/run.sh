@@ -172,7 +172,7 @@ c_adapters() {
         "PMIX_DEVICE_ID=gpu://node1::nvml0,fab://${N1_GUID[0]}::${N1_GUID[0]}")
     local a1=("CUDA_VISIBLE_DEVICES=${N1_UUID[1]}" "NCCL_IB_HCA==mlx5_0,mlx5_1" UCX_NET_DEVICES=mlx5_1:1
         "PMIX_DEVICE_ID=gpu://node1::nvml1,fab://${N1_GUID[1]}::${N1_GUID[1]}")
-    local none="adapters: node node2 has no network adapter that NCCL_IB_HCA, UCX_NET_DEVICES or PSM3_NIC names"
+    local none="adapters: node node2 has no fabric adapter (InfiniBand or RoCE with an RDMA address, Omni-Path, Slingshot)"
     # node2 has no adapter: its tasks get their GPU alone, and node2 says so once (never a
     # silent pick); node1 says nothing.
     probe -w node1,node2 -N2 -n4 --map-by-device=gpu:adapters:verbose
@@ -489,7 +489,7 @@ c_eight_nodes() {
             grep -q "node=$node .*UCX_NET_DEVICES=mlx5_0:1 .*PMIX_DEVICE_ID=gpu://$node::nvml0,fab://" <<<"$OUT" ||
                 { echo "$node's task 0 lacks its HCA"; show; return 1; }
         else
-            [[ $(grep -c "adapters: node $node has no network adapter" <<<"$ERR") == 1 ]] ||
+            [[ $(grep -c "adapters: node $node has no fabric adapter" <<<"$ERR") == 1 ]] ||
                 { echo "$node's warning is not said exactly once"; show; return 1; }
         fi
     done
