@@ -320,7 +320,14 @@ fn refusals_exit_2_with_one_error_line_and_no_stdout() {
             "asks for pe=20 cores, but the locality of cuda0 has 16",
         ),
         (vec!["plan", "--topology", &turin, "-n", "1", "gpu:pe=40:hwtcpus"], "asks for pe=40 hardware threads"),
-        (vec!["plan", "--topology", &turin, "-n", "1", "-c", "99999", "gpu:bind=core"], "--cpus-per-task=99999 cores"),
+        (
+            vec!["plan", "--topology", &turin, "-n", "1", "-c", "99999", "gpu:bind=core"],
+            "--cpus-per-task=99999 CPUs, that is 50000 cores",
+        ),
+        (
+            vec!["plan", "--topology", &turin, "-n", "2", "-c", "64", "--step-gpus", "0-1", "gpu"],
+            "task 0 would be bound to 32 CPUs near cuda0 (CPUs 16-31,144-159), fewer than the 64 it asked Slurm for",
+        ),
         (vec!["plan", "--topology", &turin, "-n", "8", "gpu:shared:pe=16"], "task 4 would share CPUs"),
         (vec!["plan", "--topology", &turin, "-n", "80", "gpu:shared:bind=core"], "task 64 would share CPUs"),
         (
