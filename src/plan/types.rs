@@ -108,7 +108,7 @@ pub enum PlanError {
     SplitTooMany { tasks: u32, device: String, unit: &'static str, have: usize, locality_cpus: String },
     /// A task's binding holds fewer CPUs than the `--cpus-per-task` Slurm gave it (`pe_fix`:
     /// "" or the `pe=` that would hold them, with "; else ").
-    #[error("task {task} would be bound to {have} CPUs near {device} (CPUs {cpus}), fewer than the {asked} it asked Slurm for with --cpus-per-task: {pe_fix}bind to a larger level (bind=locality gives each task every CPU near its devices), run fewer tasks, give each task more devices (ndev=N) and so the CPUs near them, or keep Slurm's binding (bind=none)")]
+    #[error("task {task} would be bound to {have} {} near {device} (CPUs {cpus}), fewer than the {asked} it asked Slurm for with --cpus-per-task: {pe_fix}bind to a larger level (bind=locality gives each task every CPU near its devices), run fewer tasks, give each task more devices (ndev=N) and so the CPUs near them, or keep Slurm's binding (bind=none)", if *have == 1 { "CPU" } else { "CPUs" })]
     FewerCpusThanAsked { task: u32, have: usize, cpus: String, device: String, asked: u32, pe_fix: String },
     #[error("task {task} would share CPUs with another task of the step: the {have} {unit} near {device} (CPUs {locality_cpus}) are all taken by earlier tasks. Run fewer tasks, bind to smaller units (bind=hwthread), or add :overload to let tasks share CPUs")]
     Overloaded { task: u32, unit: &'static str, have: usize, device: String, locality_cpus: String },
