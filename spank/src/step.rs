@@ -15,7 +15,7 @@ use map_by_device::cpuset::{CpuListError, CpuSet};
 use map_by_device::device::DeviceClass;
 use map_by_device::node::Node;
 use map_by_device::plan::{self, Plan, StepFacts, TaskPlan};
-use map_by_device::spec::{Spec, Target};
+use map_by_device::spec::Spec;
 use map_by_device::text::excerpt;
 use map_by_device::topology::{ObjKind, Topology};
 use std::collections::BTreeMap;
@@ -121,14 +121,6 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
             return Step::Off;
         }
     }
-    // What Slurm gave the step of the node's GPUs, before the node is loaded: a default GPU
-    // mapping of a step without GPUs (most CPU jobs on a GRES node) stops here.
-    let text = step_gpus_text(&env, slurm_sets_step_gpus, log);
-    let no_gpus = text.is_none() && no_gpus_without_list(&config, slurm_sets_step_gpus, log);
-    if no_gpus && spec.target == Target::Class(DeviceClass::Gpu) {
-        let host = map_by_device::host::name().unwrap_or_else(|| "this node".into());
-        return refused(plan::PlanError::NoStepGpus { host }.to_string());
-    }
     let node = match load_node(&config, log) {
         Ok(node) => node,
         Err(e) => return refused(e.to_string()),
@@ -136,6 +128,9 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     // This machine's name, for messages: never `SLURMD_NODENAME` from `env`, which is the
     // job's environment as srun sent it (the job's user writes it, newlines included).
     let node_name = map_by_device::host::name().unwrap_or_else(|| node.hostname().to_string());
+    // What Slurm gave the step of the node's GPUs (a node without GPUs says so first).
+    let text = step_gpus_text(&env, slurm_sets_step_gpus, log);
+    let no_gpus = text.is_none() && no_gpus_without_list(&config, slurm_sets_step_gpus, log);
     let step_gpus = if no_gpus {
         // The planner refuses a GPU it would hand out (PlanError::NoStepGpus).
         Ok(Some(Vec::new()))
