@@ -30,7 +30,8 @@
 //! [`check`] is pure: it reads only the values it is handed ([`CheckInput`]). The reading
 //! that fills them lives beside the part it feeds, for the CLI to call: [`read_plugstack`]
 //! (the plugstack files and their includes), [`node_slurm`] (the node's Slurm release),
-//! [`read_gres`] (gres.conf and the NVIDIA minors), [`probe_cache`] (the topology cache).
+//! [`read_gres`] (gres.conf and the NVIDIA minors), [`read_gres_types`] (slurm.conf's
+//! `GresTypes`), [`probe_cache`] (the topology cache).
 
 mod findings;
 mod gres;
