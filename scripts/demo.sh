@@ -7,9 +7,10 @@
 # (Debian's Slurm: 22.05, 24.11 or 26.05; munge, the build dependencies, Rust), builds the plugin, starts a private Slurm on
 # localhost (munged, slurmctld, slurmd -N node1, everything under a temporary directory) with
 # the plugin reading topologies/e2e-2gpu.xml as the node's topology (two packages, one core,
-# one GPU and one InfiniBand adapter each; the CPUs are this machine's 0 and 1), runs
+# one GPU and one InfiniBand adapter each; the CPUs are this machine's 0 and 1) and two
+# stand-in GPUs as Slurm GRES (gres.conf File=/dev/null and /dev/zero), runs
 #
-#   srun -n 2 --map-by-device=gpu:verbose ...
+#   srun -n 2 --gpus-per-node=2 --map-by-device=gpu:verbose ...
 #
 # and prints what each task got, then stops the cluster and removes the directory.
 set -euo pipefail
@@ -26,7 +27,7 @@ e2e_ensure_rust
 e2e_build_plugin
 e2e_init
 trap e2e_cleanup EXIT
-cluster_start affinity
+cluster_start affinity-gres
 set_plugstack "topology=$E2E_TOPO/e2e-2gpu.xml"
 
 PROBE=$E2E_DIR/work/show.sh
@@ -52,11 +53,13 @@ echo
 echo "The node as the plugin sees it (topology=topologies/e2e-2gpu.xml):"
 echo "  GPU 0000:17:00.0 and mlx5_0 next to CPU 0 (package 0)"
 echo "  GPU 0000:65:00.0 and mlx5_1 next to CPU 1 (package 1)"
+echo "Slurm manages the two GPUs (GRES): a step maps those it asked Slurm for."
 step srun -n 2 "$PROBE"
-step srun -n 2 --map-by-device=gpu:verbose "$PROBE"
+step srun -n 2 --gpus-per-node=2 --map-by-device=gpu:verbose "$PROBE"
 step srun -n 2 --map-by-device=network "$PROBE"
 echo
 echo "A request the plugin cannot honour fails the step with the reason:"
-step srun -n 3 --map-by-device=gpu "$PROBE"
+step srun -n 2 --gpus-per-node=1 --map-by-device=gpu "$PROBE"
+step srun -n 2 --map-by-device=gpu "$PROBE"
 echo
 echo "Stopping the cluster."

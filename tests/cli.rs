@@ -328,7 +328,14 @@ fn refusals_exit_2_with_one_error_line_and_no_stdout() {
             "asks for pe=20 cores, but the locality of cuda0 has 16",
         ),
         (vec!["plan", "--topology", &turin, "-n", "1", "gpu:pe=40:hwtcpus"], "asks for pe=40 hardware threads"),
-        (vec!["plan", "--topology", &turin, "-n", "1", "-c", "99999", "gpu:bind=core"], "--cpus-per-task=99999 cores"),
+        (
+            vec!["plan", "--topology", &turin, "-n", "1", "-c", "99999", "gpu:bind=core"],
+            "--cpus-per-task=99999 CPUs, that is 50000 cores",
+        ),
+        (
+            vec!["plan", "--topology", &turin, "-n", "2", "-c", "64", "--step-gpus", "0-1", "gpu"],
+            "task 0 would be bound to 32 CPUs near cuda0 (CPUs 16-31,144-159), fewer than the 64 it asked Slurm for",
+        ),
         (vec!["plan", "--topology", &turin, "-n", "8", "gpu:shared:pe=16"], "task 4 would share CPUs"),
         (vec!["plan", "--topology", &turin, "-n", "80", "gpu:shared:bind=core"], "task 64 would share CPUs"),
         (
@@ -869,13 +876,35 @@ fn check_runs_the_installed_slurmd_not_one_on_path() {
     assert!(!marker.exists() && !out.contains("99.99"), "the slurmd on PATH ran:\n{out}");
 }
 
+/// On this machine `check` reads slurm.conf's GresTypes (SLURM_CONF, as Slurm's commands do)
+/// and says which rule gives a step without SLURM_STEP_GPUS its GPUs; `plan --step-gpus none`
+/// previews such a step.
+#[test]
+fn check_says_the_step_gpus_rule_from_gres_types() {
+    let dir = TempDir::new("grestypes");
+    let c = dir.file("c.toml", "cache = false\n");
+    for (line, says) in [
+        ("GresTypes=gpu", "slurm.conf's GresTypes names gpu, so Slurm's gres/gpu runs in every step"),
+        ("GresTypes=mps", "slurm.conf's GresTypes names no gpu, so Slurm does not manage GPUs"),
+    ] {
+        let conf = dir.file("slurm.conf", &format!("ClusterName=c\n{line}\n"));
+        let o = Command::new(BIN).args(["check", "--config", &c]).env("SLURM_CONF", &conf).output().unwrap();
+        let out = stdout(&o);
+        assert!(out.contains(&format!("    require_step_gpus (unset): {says}")), "{line}:\n{out}");
+    }
+    let turin = topo("turin-h200.xml");
+    let e = refused(&["plan", "--topology", &turin, "-n", "1", "--step-gpus", "none", "gpu"]);
+    assert!(e.contains("the step has no GPUs on turin-h200") && e.contains("--gpus-per-node=N"), "{e}");
+    assert!(ok(&["plan", "--topology", &turin, "-n", "1", "--step-gpus", "none", "network"]).contains("mlx5_0"));
+}
+
 #[test]
 fn check_reports_cache_and_step_gpu_settings() {
     let Some(dir) = TempDir::trusted("settings") else { return };
     let turin = topo("turin-h200.xml");
 
-    // Defaults: the cache on in /run/map-by-device, require_step_gpus off, and a note on a GPU
-    // node saying when to turn it on. --topology is another node: its cache is not looked at.
+    // Defaults: the cache on in /run/map-by-device, require_step_gpus unset: the rule follows
+    // slurm.conf's GresTypes, which --topology (another node) does not read, nor its cache.
     let c = dir.file("defaults.toml", "default = \"gpu\"\n");
     let out = ok(&["check", "--topology", &turin, "--config", &c]);
     contains_all(
@@ -885,9 +914,8 @@ fn check_reports_cache_and_step_gpu_settings() {
             "    sys_root          (unset: /sys, the node's own)\n",
             "    cache             true (default): the steps read the topology slurmd discovered at its start\n",
             "    cache_dir         /run/map-by-device (default)\n",
-            "    require_step_gpus false (default): a step without SLURM_STEP_GPUS maps over every GPU of the node\n",
-            "4 GPUs here and require_step_gpus is not set",
-            "set require_step_gpus = true in the config file",
+            "    require_step_gpus (unset): where Slurm's gres/gpu runs (slurm.conf's GresTypes names gpu) a step \
+             without SLURM_STEP_GPUS has no GPU on the node; elsewhere every GPU of the node is a step's\n",
         ],
     );
     assert!(!out.contains("topology cache /"), "no look at this machine's cache with --topology:\n{out}");
@@ -900,10 +928,16 @@ fn check_reports_cache_and_step_gpu_settings() {
         &[
             "    cache             false: every step discovers the node itself (about 15 ms per step)\n",
             "    cache_dir         /run/mbd (not used)\n",
-            "    require_step_gpus true: a GPU mapping of a step without SLURM_STEP_GPUS is refused\n",
+            "    require_step_gpus true: a step without SLURM_STEP_GPUS has no GPU here (a job's GPU mapping is \
+             refused)\n",
         ],
     );
-    assert!(!out.contains("require_step_gpus is not set"), "{out}");
+    let c = dir.file("unset.toml", "require_step_gpus = false\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    assert!(
+        out.contains("    require_step_gpus false: a step without SLURM_STEP_GPUS maps over every GPU of the node\n"),
+        "{out}"
+    );
 
     // With topology= the steps read the XML: no cache, and no driver files unless configured.
     let c = dir.file("xml.toml", &format!("topology = \"{turin}\"\ncache = true\n"));

@@ -406,9 +406,10 @@ fn the_code_map_names_every_module_and_nothing_else() {
 }
 
 /// Issue 24.6: the example config changes no job as it comes (no `default`, which would map
-/// every job of the cluster) and explains `require_step_gpus`, which a GRES site needs; the
-/// plugstack examples say how the config file comes to exist (no package step creates it)
-/// and pin no single Slurm release.
+/// every job of the cluster) and explains `require_step_gpus`, which only a node whose GPUs
+/// Slurm does not manage in a `GresTypes=gpu` cluster needs (issue 41: unset, a step Slurm
+/// gave no GPU has none where Slurm's gres/gpu runs); the plugstack examples say how the
+/// config file comes to exist (no package step creates it) and pin no single Slurm release.
 #[test]
 fn the_example_config_maps_no_job_and_explains_require_step_gpus() {
     let text = read("map-by-device.toml.example");
@@ -418,10 +419,10 @@ fn the_example_config_maps_no_job_and_explains_require_step_gpus() {
         "map-by-device.toml.example sets a default: every job of the cluster would be mapped"
     );
     assert_eq!(config.require_step_gpus, None, "require_step_gpus is the admin's choice: commented out, explained");
-    let line = text.lines().position(|l| l == "#require_step_gpus = true").expect("#require_step_gpus = true");
+    let line = text.lines().position(|l| l == "#require_step_gpus = false").expect("#require_step_gpus = false");
     let above: Vec<&str> = text.lines().take(line).collect();
     let explained = above.iter().rev().take_while(|l| l.starts_with('#')).copied().collect::<Vec<_>>().join(" ");
-    for word in ["GRES", "SLURM_STEP_GPUS", "uncomment", "ConstrainDevices"] {
+    for word in ["GresTypes", "SLURM_STEP_GPUS", "uncomment", "ConstrainDevices", "Leave it unset"] {
         assert!(explained.contains(word), "the comment above #require_step_gpus does not say {word:?}: {explained}");
     }
     for file in ["map-by-device.toml.example", "plugstack.conf.example", "packaging/plugstack.d/map-by-device.conf.in"]
@@ -450,7 +451,7 @@ fn the_debian_13_page_has_the_whole_admin_path() {
         "map-by-device_0.1.0-1+slurm24.11_amd64.deb",
         "## 4. The config file",
         "install -m 0644 /usr/share/doc/map-by-device/examples/map-by-device.toml.example /etc/slurm/map-by-device.toml",
-        "require_step_gpus = true",
+        "require_step_gpus",
         "slurm-wlm-nvml-plugin",
         "contrib",
         "AutoDetect=nvml",
@@ -458,13 +459,20 @@ fn the_debian_13_page_has_the_whole_admin_path() {
         "config=/etc/slurm/map-by-device.toml",
         "## 6. Check each node",
         "## 7. Smoke test",
-        "## 8. Rollback",
+        "## 8. Upgrading",
+        "in the same\n  apt transaction",
+        "Remv map-by-device",
+        "## 9. Rollback",
         "apt-get purge map-by-device",
     ] {
         assert!(page.contains(part), "docs/debian-13.md lacks {part:?}");
     }
     assert!(read("README.md").contains("](docs/debian-13.md)"), "README.md does not link docs/debian-13.md");
     assert!(read("docs/admin-guide.md").contains("](debian-13.md)"), "the admin guide does not link docs/debian-13.md");
+    let admin = read("docs/admin-guide.md");
+    for part in ["## Upgrading", "**in one transaction**", "Remv map-by-device", "tests/package/deb-install.sh"] {
+        assert!(admin.contains(part), "docs/admin-guide.md's Upgrading lacks {part:?}");
+    }
     for file in ["docs/admin-guide.md", "docs/debian-13.md"] {
         let text = read(file).replace("\\\n", " ");
         for line in text.lines().filter(|l| l.contains("srun ") && l.contains(":verbose")) {
@@ -478,4 +486,91 @@ fn the_debian_13_page_has_the_whole_admin_path() {
             }
         }
     }
+}
+
+/// Issue 41: the user guide's "exact variables" of a `gpu:adapters` task are the plan's, line
+/// for line: `NCCL_IB_HCA` is the node's list, the same in every task (a per-rank value copied
+/// from the guide is the hang NCCL warns about).
+#[test]
+fn the_nccl_example_is_what_the_plan_writes() {
+    use map_by_device::node::{Node, NodeOptions};
+    let guide = read("docs/user-guide.md");
+    let after = guide
+        .split("The exact variables, for a task whose GPU is paired with `mlx5_0`")
+        .nth(1)
+        .expect("docs/user-guide.md has the exact variables of a gpu:adapters task");
+    let block: Vec<&str> = after
+        .split("```")
+        .nth(1)
+        .expect("a code block after it")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let topology = map_by_device::load::from_xml_file(&root().join("topologies/turin-h200.xml")).unwrap();
+    let node = Node::new(topology, NodeOptions::default());
+    let facts = map_by_device::plan::StepFacts { ntasks: 4, ..Default::default() };
+    let plan =
+        map_by_device::plan::plan(&map_by_device::spec::Spec::parse("gpu:adapters").unwrap(), &node, &facts).unwrap();
+    let task0: Vec<String> = plan.tasks[0].env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    assert_eq!(block, task0, "the guide's variables are not task 0's of -n 4 gpu:adapters on turin-h200");
+    let hca = plan.tasks[0].env.get("NCCL_IB_HCA").cloned().unwrap_or_default();
+    assert!(hca.contains(','), "NCCL_IB_HCA names the node's adapters: {hca}");
+    assert!(plan.tasks.iter().all(|t| t.env.get("NCCL_IB_HCA") == Some(&hca)), "one NCCL_IB_HCA per node");
+    let table = guide.lines().find(|l| l.starts_with("| `NCCL_IB_HCA")).expect("the variables table's NCCL row");
+    assert!(!table.contains("only that adapter"), "{table}");
+}
+
+/// Issue 41: every step a doc shows mapping GPUs asks Slurm for them (`--gpus-per-node`,
+/// `--gpus-per-task`, `--gpus`, `--gres=gpu`), in its own line or in its code block (a job
+/// script's `#SBATCH` header): where Slurm manages the GPUs, a step that asked for none has
+/// none. Shown refusals of such a step (a line that says it fails) are the exception.
+#[test]
+fn every_gpu_example_asks_slurm_for_its_gpus() {
+    let asks = |text: &str| ["--gpus", "--gres=gpu", "--gpus-per-"].iter().any(|g| text.contains(g));
+    let maps_gpus = |line: &str| {
+        (line.contains("srun ") || line.contains("sbatch ") || line.contains("#SBATCH"))
+            && line.split("--map-by-device=").skip(1).any(|spec| spec.starts_with("gpu") || spec.starts_with("cuda"))
+    };
+    // The docs users copy from (plugin.md and slurm-allocation.md record measurements).
+    let mut files: Vec<(String, String)> =
+        ["README.md", "docs/user-guide.md", "docs/admin-guide.md", "docs/debian-13.md"]
+            .into_iter()
+            .map(|f| (f.to_string(), read(f)))
+            .collect();
+    for man in ["docs/man/map-by-device.1", "docs/man/map-by-device.8"] {
+        files.push((man.to_string(), read(man).replace("\\-", "-")));
+    }
+    let mut bad = Vec::new();
+    let mut seen = 0;
+    for (file, text) in files {
+        // Code blocks (```...``` in Markdown, .EX/.EE in man pages), and inline `srun ...` spans.
+        let mut blocks: Vec<String> = Vec::new();
+        let (mut current, mut inside) = (String::new(), false);
+        for line in text.lines() {
+            let fence = line.trim_start().starts_with("```") || line.starts_with(".EX") || line.starts_with(".EE");
+            if fence {
+                if inside {
+                    blocks.push(std::mem::take(&mut current));
+                }
+                inside = !inside;
+            } else if inside {
+                current.push_str(line);
+                current.push('\n');
+            } else {
+                blocks
+                    .extend(line.split('`').skip(1).step_by(2).filter(|s| s.starts_with("srun ")).map(str::to_string));
+            }
+        }
+        for block in blocks {
+            for line in block.replace("\\\n", " ").lines().filter(|l| maps_gpus(l)) {
+                seen += 1;
+                if !asks(line) && !asks(&block) && !line.contains("fails") {
+                    bad.push(format!("{file}: {}", line.trim()));
+                }
+            }
+        }
+    }
+    assert!(seen >= 20, "only {seen} GPU steps found in the docs");
+    assert!(bad.is_empty(), "GPU steps that ask Slurm for no GPU:\n{}", bad.join("\n"));
 }

@@ -252,11 +252,16 @@ fn allowed_cpus_bound_every_mask() {
 #[test]
 fn cpus_per_task_is_the_default_pe_for_core_binding() {
     let n = node("turin-h200.xml");
+    // --cpus-per-task counts CPUs: 4 CPUs on a node of two threads per core are 2 cores.
     let f = StepFacts { ntasks: 2, cpus_per_task: Some(4), ..StepFacts::default() };
     let p = plan(&Spec::parse("gpu:bind=core").unwrap(), &n, &f).unwrap();
-    assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), cores("16-19"));
+    assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), cores("16-17"));
     let p = plan(&Spec::parse("gpu:hwtcpus").unwrap(), &n, &f).unwrap();
     assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), "16-17,144-145", "4 hardware threads");
+    // An odd count rounds up to whole cores.
+    let f3 = StepFacts { cpus_per_task: Some(3), ..f.clone() };
+    let p = plan(&Spec::parse("gpu:bind=core").unwrap(), &n, &f3).unwrap();
+    assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), cores("16-17"));
     // The default binding (locality) is not per core: cpus-per-task does not shrink it.
     let p = plan(&Spec::parse("gpu").unwrap(), &n, &f).unwrap();
     assert_eq!(p.tasks[0].cpus.as_ref().unwrap().to_list(), cores("16-31"));

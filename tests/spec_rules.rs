@@ -210,7 +210,8 @@ fn pe_is_honoured_or_refused_naming_both_numbers() {
         )
         .unwrap_err()
         .to_string();
-        assert!(big.contains("--cpus-per-task=99999 cores") && big.contains("has 16"), "{big}");
+        // Slurm's -c counts CPUs: two threads per core here.
+        assert!(big.contains("--cpus-per-task=99999 CPUs, that is 50000 cores") && big.contains("has 16"), "{big}");
         // Two GPUs' worth of cores for a task that holds two GPUs.
         assert_eq!(table(&n, "gpu:ndev=2:pe=32:bind=core", 1), ["cuda0+cuda1 16-47,144-175"]);
     }

@@ -1,8 +1,9 @@
-//! The Slurm probes of a step: what Slurm itself did that the plan must agree with. Whether
-//! its gres/gpu plugin runs in this slurmstepd ([`gres_gpu_loaded`]: then `SLURM_STEP_GPUS`
-//! is Slurm's word on the step's GPUs), and whether it bound GPUs to a task
-//! ([`slurm_gpu_binding`], and the refusal that names the spelling agreeing with Slurm,
-//! [`gpu_binding_refusal`]).
+//! The Slurm probes of a step: what Slurm itself did, or the job asked it to do, that the
+//! plan must agree with. Whether its gres/gpu plugin runs in this slurmstepd
+//! ([`gres_gpu_loaded`]: then `SLURM_STEP_GPUS` is Slurm's word on the step's GPUs), whether
+//! it bound GPUs to a task ([`slurm_gpu_binding`], and the refusal that names the spelling
+//! agreeing with Slurm, [`gpu_binding_refusal`]), and whether the job chose a binding of its
+//! own, which an admin's default leaves alone ([`job_cpu_binding`], [`job_gpu_bind_none`]).
 
 use map_by_device::device::DeviceClass;
 use map_by_device::spec::{Spec, Target};
@@ -44,6 +45,40 @@ pub fn slurm_gpu_binding(
             format!("{var} was {} for the step and is {} for this task", show(before), show(after))
         })
     })
+}
+
+/// The CPU binding the job asked Slurm for, as srun sent it in the step's environment
+/// (`user_init`'s `S_JOB_ENV`): srun sets `SLURM_CPU_BIND_TYPE` (and `SLURM_CPU_BIND`) only
+/// when the job asked for a binding (`--cpu-bind`, its environment form, or an option implying
+/// one: `--hint`, `--threads-per-core`, `--ntasks-per-core`, `--ntasks-per-socket`), never for
+/// the site's default (`TaskPluginParam`, `CpuBind=`), which slurmd applies later (Slurm
+/// 22.05 `srun.c:_setup_one_job_env`, `env.c:setup_env`). `--cpu-bind=verbose` alone binds
+/// nothing and is not one. Returns what gave it away.
+///
+/// The job's user controls the variables, which is safe here: the answer only ever makes an
+/// admin's default step aside, which a job may always have.
+pub fn job_cpu_binding(step_env: &BTreeMap<String, String>) -> Option<String> {
+    let binds = |word: &str| !matches!(word.trim(), "" | "quiet" | "q" | "verbose" | "v");
+    for var in ["SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND"] {
+        if let Some(value) = step_env.get(var).filter(|v| v.split(',').any(binds)) {
+            return Some(format!("{var}={}", excerpt(value)));
+        }
+    }
+    None
+}
+
+/// `--gpu-bind=none` seen in a task (`SLURMD_TRES_BIND` new since `user_init`, its GPU options
+/// naming `none`) on a node that runs several of the step's tasks: the job chose to keep every
+/// GPU of the step in every task, which the plan of an admin's default would undo. A node's
+/// only task is left out as in [`slurm_gpu_binding`].
+pub fn job_gpu_bind_none(
+    step_env: &BTreeMap<String, String>,
+    local_tasks: u32,
+    now: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let tres = now("SLURMD_TRES_BIND").filter(|t| step_env.get("SLURMD_TRES_BIND") != Some(t))?;
+    (local_tasks > 1 && gpu_bind_options(&tres).contains(&"none"))
+        .then(|| format!("SLURMD_TRES_BIND={}", excerpt(&tres)))
 }
 
 /// The refusal of a GPU mapping that Slurm's own GPU binding contradicts (`why`: what gave
@@ -207,6 +242,35 @@ mod tests {
         let nested = env(&[("SLURMD_TRES_BIND", "gpu:closest")]);
         let inherited: &[(&str, &str)] = &[("SLURMD_TRES_BIND", "gpu:closest")];
         assert_eq!(slurm_gpu_binding(&nested, 2, task(inherited)), None);
+    }
+
+    #[test]
+    fn the_jobs_own_cpu_binding_is_what_srun_sent() {
+        // srun's variables for --cpu-bind=cores, map_cpu:1,0, none (Slurm 22.05 env.c).
+        for (ty, bind) in [("cores", "quiet,cores"), ("map_cpu:", "quiet,map_cpu:1,0"), ("none", "quiet,none")] {
+            let e = env(&[("SLURM_CPU_BIND_TYPE", ty), ("SLURM_CPU_BIND", bind), ("SLURM_CPU_BIND_VERBOSE", "quiet")]);
+            assert_eq!(job_cpu_binding(&e), Some(format!("SLURM_CPU_BIND_TYPE={}", map_by_device::text::excerpt(ty))));
+        }
+        // --cpu-bind=verbose alone: TYPE is empty, nothing bound.
+        let verbose = env(&[("SLURM_CPU_BIND_TYPE", ""), ("SLURM_CPU_BIND", "verbose"), ("SLURM_CPU_BIND_LIST", "")]);
+        assert_eq!(job_cpu_binding(&verbose), None);
+        // No request: srun sends none of them (the site's default is slurmd's, applied later).
+        assert_eq!(job_cpu_binding(&env(&[("SLURM_STEP_GPUS", "0")])), None);
+        // Only the environment form, as a job might set it: still the job's own.
+        assert!(job_cpu_binding(&env(&[("SLURM_CPU_BIND", "v,sockets")])).is_some_and(|w| w.contains("sockets")));
+    }
+
+    #[test]
+    fn gpu_bind_none_is_the_jobs_choice_on_a_node_of_several_tasks() {
+        let step = env(&[("SLURM_STEP_GPUS", "0,1")]);
+        let none = |k: &str| (k == "SLURMD_TRES_BIND").then(|| "gres/gpu:none".to_string());
+        assert_eq!(job_gpu_bind_none(&step, 2, none).as_deref(), Some("SLURMD_TRES_BIND=gres/gpu:none"));
+        assert_eq!(job_gpu_bind_none(&step, 1, none), None);
+        let closest = |k: &str| (k == "SLURMD_TRES_BIND").then(|| "gpu:closest".to_string());
+        assert_eq!(job_gpu_bind_none(&step, 2, closest), None);
+        // Inherited from an enclosing step: not this step's.
+        let nested = env(&[("SLURMD_TRES_BIND", "gres/gpu:none")]);
+        assert_eq!(job_gpu_bind_none(&nested, 2, none), None);
     }
 
     #[test]

@@ -165,6 +165,16 @@ impl State {
                     Ok(())
                 }
                 Err(Refusal::SlurmBindsGpus(why)) => Err(once(task, probes::gpu_binding_refusal(&planned.spec, &why))),
+                // Only a default meets this (map_task): the job's own GPU binding stands.
+                Err(Refusal::JobChoseGpus(why)) => {
+                    if task == 0 {
+                        admin_log(
+                            LogLevel::Debug,
+                            &format!("default not applied, the job chose its own GPU binding ({why})"),
+                        );
+                    }
+                    Ok(())
+                }
                 Err(Refusal::Task(message)) if soft => {
                     admin_log(LogLevel::Debug, &format!("default not applied to task {task}: {message}"));
                     Ok(())
@@ -236,6 +246,9 @@ fn once(task: u32, message: String) -> HookError {
 enum Refusal {
     /// Slurm bound GPUs to the tasks (what gave it away).
     SlurmBindsGpus(String),
+    /// An admin default's task: the job told Slurm not to bind its GPUs (`--gpu-bind=none`,
+    /// what gave it away), so each task keeps all of the step's.
+    JobChoseGpus(String),
     /// Something about this task (its plan, its binding, its variables).
     Task(String),
 }
@@ -244,8 +257,18 @@ enum Refusal {
 /// binding, applied (mask, then variables) and reported (warnings, `verbose`).
 fn map_task(spank: &mut SpankHandle, planned: &step::Planned, task: u32) -> Result<(), Refusal> {
     let tp = planned.task_plan(task).map_err(|e| Refusal::Task(e.to_string()))?;
-    if planned.assigns_gpu(&tp) {
-        let now = |name: &str| spank.getenv(name).ok().flatten();
+    let now = |name: &str| spank.getenv(name).ok().flatten();
+    if planned.origin == Origin::AdminDefault {
+        // The job asked Slurm for its own GPU binding (none included): the admin's default,
+        // whatever it maps, leaves the step as Slurm set it up.
+        let (env, ntasks) = (&planned.facts.env, planned.facts.ntasks);
+        if let Some(why) = probes::slurm_gpu_binding(env, ntasks, now) {
+            return Err(Refusal::SlurmBindsGpus(why));
+        }
+        if let Some(why) = probes::job_gpu_bind_none(env, ntasks, now) {
+            return Err(Refusal::JobChoseGpus(why));
+        }
+    } else if planned.assigns_gpu(&tp) {
         if let Some(why) = probes::slurm_gpu_binding(&planned.facts.env, planned.facts.ntasks, now) {
             // Slurm's per-task GPUs (--gpus-per-task=N gives task k the step's GPUs kN..kN+N-1)
             // are exactly the plan's (ndev=auto divides them the same way): nothing to refuse.

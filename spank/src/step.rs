@@ -15,7 +15,7 @@ use map_by_device::cpuset::{CpuListError, CpuSet};
 use map_by_device::device::DeviceClass;
 use map_by_device::node::Node;
 use map_by_device::plan::{self, Plan, StepFacts, TaskPlan};
-use map_by_device::spec::{Spec, Target};
+use map_by_device::spec::Spec;
 use map_by_device::text::excerpt;
 use map_by_device::topology::{ObjKind, Topology};
 use std::collections::BTreeMap;
@@ -114,6 +114,13 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
         Err(refused) => return refused,
     };
     let refused = |message: String| Step::Refused { origin, message };
+    // The job asked Slurm for a CPU binding of its own: the admin's default leaves it alone.
+    if origin == Origin::AdminDefault {
+        if let Some(why) = crate::probes::job_cpu_binding(&env) {
+            log.notes.push(format!("default not applied, the job asked Slurm for its own CPU binding ({why})"));
+            return Step::Off;
+        }
+    }
     let node = match load_node(&config, log) {
         Ok(node) => node,
         Err(e) => return refused(e.to_string()),
@@ -121,7 +128,16 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     // This machine's name, for messages: never `SLURMD_NODENAME` from `env`, which is the
     // job's environment as srun sent it (the job's user writes it, newlines included).
     let node_name = map_by_device::host::name().unwrap_or_else(|| node.hostname().to_string());
-    let step_gpus = match step_gpus(&env, slurm_sets_step_gpus, &config, &spec, &node, &node_name, log) {
+    // What Slurm gave the step of the node's GPUs (a node without GPUs says so first).
+    let text = step_gpus_text(&env, slurm_sets_step_gpus, log);
+    let no_gpus = text.is_none() && no_gpus_without_list(&config, slurm_sets_step_gpus, log);
+    let step_gpus = if no_gpus {
+        // The planner refuses a GPU it would hand out (PlanError::NoStepGpus).
+        Ok(Some(Vec::new()))
+    } else {
+        step_gpus(text, &env, slurm_sets_step_gpus, &spec, &node)
+    };
+    let step_gpus = match step_gpus {
         Ok(gpus) => gpus,
         Err(e) => return refused(e.to_string()),
     };
@@ -138,10 +154,21 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
         how.text
     ));
     let facts = StepFacts { ntasks, cpus_per_task, allowed_cpus: Some(allowed_cpus), task_cpus: None, env, step_gpus };
-    match plan::plan(&spec, &node, &facts) {
-        Ok(plan) => Step::Planned(Box::new(Planned { origin, spec, node, facts, plan, node_name })),
-        Err(e) => refused(e.to_string()),
+    let plan = match plan::plan(&spec, &node, &facts) {
+        Ok(plan) => plan,
+        Err(e) => return refused(e.to_string()),
+    };
+    // An admin default never gives a task less than Slurm gave it: without the plugin every
+    // task sees all of the step's GPUs.
+    let idle = plan::idle_step_gpus(&node, &facts, &plan);
+    if origin == Origin::AdminDefault && !idle.is_empty() {
+        let names: Vec<&str> = idle.iter().filter_map(|&d| node.devices.get(d)).map(|d| d.name.as_str()).collect();
+        return refused(format!(
+            "the default {spec} would leave GPUs Slurm gave the step idle ({}): without it every task sees them all",
+            names.join(", ")
+        ));
     }
+    Step::Planned(Box::new(Planned { origin, spec, node, facts, plan, node_name }))
 }
 
 /// Who asks for what: the job's spec (hard), else the admin's default (soft), with the
@@ -214,12 +241,6 @@ fn load_node(config: &Config, log: &mut Log) -> Result<Node, DiscoverError> {
 /// Why the step's GPUs on this node are unknown, for a mapping that may use them.
 #[derive(Debug, thiserror::Error)]
 pub enum GpusError {
-    /// `require_step_gpus` and a GPU mapping, on this node (its name).
-    #[error(
-        "the step has no GPUs on {0} (Slurm set no SLURM_STEP_GPUS): request them with --gres=gpu:N or \
-         --gpus-per-node=N, or map another device class"
-    )]
-    NoStepGpus(String),
     /// `SLURM_STEP_GPUS` cannot be read.
     #[error(transparent)]
     Unreadable(#[from] plan::StepGpusError),
@@ -228,21 +249,11 @@ pub enum GpusError {
     Visible(#[from] plan::VisibleGpusError),
 }
 
-/// The GPUs Slurm allocated to the step on this node (`SLURM_STEP_GPUS`), `None` when the
-/// node's GPUs are not Slurm's to give. The variable is Slurm's only where its gres/gpu
-/// plugin runs in this slurmstepd (it then sets or removes it for every step); elsewhere it
-/// would be the job's own, and is not read at all. Unset under gres/gpu: the step has none,
-/// which `require_step_gpus` turns into a refusal of a GPU mapping (docs/slurm-allocation.md).
-fn step_gpus(
-    env: &BTreeMap<String, String>,
-    slurm_sets_step_gpus: bool,
-    config: &Config,
-    spec: &Spec,
-    node: &Node,
-    node_name: &str,
-    log: &mut Log,
-) -> Result<Option<Vec<u32>>, GpusError> {
-    let text = match env.get("SLURM_STEP_GPUS") {
+/// `SLURM_STEP_GPUS` where it is Slurm's: only where its gres/gpu plugin runs in this
+/// slurmstepd (it then sets or removes it for every step); elsewhere the value would be the
+/// job's own, and is not read at all.
+fn step_gpus_text<'a>(env: &'a BTreeMap<String, String>, slurm_sets_step_gpus: bool, log: &mut Log) -> Option<&'a str> {
+    match env.get("SLURM_STEP_GPUS") {
         Some(v) if !slurm_sets_step_gpus => {
             log.notes.push(format!(
                 "SLURM_STEP_GPUS ignored ({} bytes): Slurm's gres/gpu plugin does not run in this step, so the value \
@@ -251,15 +262,37 @@ fn step_gpus(
             ));
             None
         }
-        other => other,
+        other => other.map(String::as_str),
+    }
+}
+
+/// Whether a step without `SLURM_STEP_GPUS` has no GPU on this node: `require_step_gpus` when
+/// the admin set it; unset, exactly where Slurm's gres/gpu runs in the step (it removes the
+/// variable from a step that asked for no GPU), while a node whose GPUs Slurm does not manage
+/// gives every step all of them (docs/slurm-allocation.md).
+fn no_gpus_without_list(config: &Config, slurm_sets_step_gpus: bool, log: &mut Log) -> bool {
+    let (no_gpus, rule) = match config.require_step_gpus {
+        Some(r) => (r, "require_step_gpus"),
+        None => (slurm_sets_step_gpus, "Slurm's gres/gpu runs in the step"),
     };
+    if no_gpus {
+        log.notes.push(format!("no SLURM_STEP_GPUS and {rule}: the step has no GPU here"));
+    }
+    no_gpus
+}
+
+/// The GPUs Slurm allocated to the step on this node, from `SLURM_STEP_GPUS` (`text`, Slurm's
+/// or `None`: [`step_gpus_text`]) and its visible-devices variables; `None` when the node's
+/// GPUs are not Slurm's to give, which a step without the list only is where
+/// [`no_gpus_without_list`] says so.
+fn step_gpus(
+    text: Option<&str>,
+    env: &BTreeMap<String, String>,
+    slurm_sets_step_gpus: bool,
+    spec: &Spec,
+    node: &Node,
+) -> Result<Option<Vec<u32>>, GpusError> {
     let indices = match text {
-        None if config.require_step_gpus == Some(true) => {
-            if spec.target == Target::Class(DeviceClass::Gpu) {
-                return Err(GpusError::NoStepGpus(node_name.to_string()));
-            }
-            return Ok(Some(Vec::new()));
-        }
         None => None,
         Some(v) => match plan::parse_step_gpus(v) {
             Ok(list) => Some(list),
@@ -454,7 +487,8 @@ mod tests {
             cpus_per_task: Some(1),
             env: BTreeMap::new(),
             step_alloc_cores: None,
-            slurm_sets_step_gpus: true,
+            // A node whose GPUs Slurm does not manage (no gres/gpu in the step).
+            slurm_sets_step_gpus: false,
         }
     }
 
@@ -588,6 +622,7 @@ mod tests {
         let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
         let mut i = inputs(Some("gpu"), Ok(Config { topology: Some(topology.clone()), ..Config::default() }));
         i.env = env(&[("SLURM_STEP_GPUS", "gpu:a100")]);
+        i.slurm_sets_step_gpus = true;
         match run(i) {
             Step::Refused { origin: Origin::User, message } => {
                 assert!(message.contains("SLURM_STEP_GPUS"), "{message}")
@@ -596,6 +631,7 @@ mod tests {
         }
         let mut i = inputs(Some("network"), Ok(Config { topology: Some(topology), ..Config::default() }));
         i.env = env(&[("SLURM_STEP_GPUS", "gpu:a100")]);
+        i.slurm_sets_step_gpus = true;
         i.step_alloc_cores = Some("0-1".into());
         assert!(matches!(run(i), Step::Planned(_)));
     }
@@ -643,29 +679,95 @@ mod tests {
         }
     }
 
+    /// A step without `SLURM_STEP_GPUS`: no GPU where Slurm's gres/gpu runs in the step (a
+    /// job's GPU mapping refused with how to ask Slurm for GPUs, a default stepping aside), all
+    /// of the node's where it does not; `require_step_gpus` set says which, whatever runs.
     #[test]
-    fn without_step_gpus_the_node_gpus_unless_required() {
+    fn without_step_gpus_no_gpu_where_slurm_manages_them() {
         let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
         let config = Config { topology: Some(topology), ..Config::default() };
-        let mut i = inputs(Some("gpu"), Ok(config.clone()));
-        i.step_alloc_cores = Some("0-1".into());
-        match run(i) {
+        let step = |spec: Option<&str>, config: &Config, slurm: bool| {
+            let mut i = inputs(spec, Ok(config.clone()));
+            i.step_alloc_cores = Some("0-1".into());
+            i.slurm_sets_step_gpus = slurm;
+            run(i)
+        };
+        let no_gpu = |step: Step, want: Origin| match step {
+            Step::Refused { origin, message } if origin == want => assert!(
+                message.contains("the step has no GPUs on")
+                    && message.contains("--gpus-per-node=N")
+                    && message.contains("--gpus-per-task=N"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        };
+        let mapped = |step: Step| match step {
             Step::Planned(p) => assert_eq!(p.plan.tasks.len(), 2),
             other => panic!("{other:?}"),
-        }
-        let required = Config { require_step_gpus: Some(true), ..config };
-        let mut i = inputs(Some("gpu"), Ok(required.clone()));
-        i.step_alloc_cores = Some("0-1".into());
-        match run(i) {
-            Step::Refused { message, .. } => {
-                assert!(message.contains("no GPUs") && message.contains("--gres=gpu:N"), "{message}")
+        };
+        // Unset: the rule follows gres/gpu.
+        no_gpu(step(Some("gpu"), &config, true), Origin::User);
+        no_gpu(step(Some("cuda1"), &config, true), Origin::User);
+        let default = Config { default: Some(Spec::parse("gpu").unwrap()), ..config.clone() };
+        no_gpu(step(None, &default, true), Origin::AdminDefault);
+        mapped(step(Some("gpu"), &config, false));
+        mapped(step(None, &default, false));
+        // Other classes do not need GPUs.
+        mapped(step(Some("network"), &config, true));
+        // Set: the admin's word.
+        let required = Config { require_step_gpus: Some(true), ..config.clone() };
+        no_gpu(step(Some("gpu"), &required, false), Origin::User);
+        mapped(step(Some("network"), &required, false));
+        let not_required = Config { require_step_gpus: Some(false), ..config };
+        mapped(step(Some("gpu"), &not_required, true));
+    }
+
+    /// An admin default leaves a job that asked Slurm for its own CPU binding alone, and
+    /// steps aside rather than give a task less than Slurm gave it (GPUs left idle, fewer
+    /// CPUs than --cpus-per-task); the job's own spec is refused only for the latter.
+    #[test]
+    fn a_default_never_gives_less_than_slurm_nor_overrides_the_jobs_binding() {
+        let Some(topology) = trusted_fixture("e2e-2gpu.xml") else { return };
+        let default =
+            Config { topology: Some(topology), default: Some(Spec::parse("gpu").unwrap()), ..Config::default() };
+        let step = |user: Option<&str>, ntasks: u32, cpus: u32, job_env: &[(&str, &str)]| {
+            let mut i = inputs(user, Ok(default.clone()));
+            i.step_alloc_cores = Some("0-1".into());
+            i.slurm_sets_step_gpus = true;
+            i.ntasks = ntasks;
+            i.cpus_per_task = Some(cpus);
+            i.env = env(job_env);
+            let mut log = Log::default();
+            let step = decide_inner(i, &mut log);
+            (step, log.notes.join("; "))
+        };
+        let gpus = [("SLURM_STEP_GPUS", "0,1")];
+        assert!(matches!(step(None, 2, 1, &gpus).0, Step::Planned(_)));
+        // --cpu-bind=cores: off, and the debug note says why.
+        let (s, notes) =
+            step(None, 2, 1, &[gpus[0], ("SLURM_CPU_BIND_TYPE", "cores"), ("SLURM_CPU_BIND", "quiet,cores")]);
+        assert!(matches!(s, Step::Off), "{s:?}");
+        assert!(notes.contains("the job asked Slurm for its own CPU binding (SLURM_CPU_BIND_TYPE=cores)"), "{notes}");
+        // The job's own spec is the job's: its --cpu-bind does not stop it.
+        let own = [gpus[0], ("SLURM_CPU_BIND_TYPE", "cores")];
+        assert!(matches!(step(Some("gpu"), 2, 1, &own).0, Step::Planned(_)));
+        // One task on two GPUs: the default would hide one.
+        match step(None, 1, 1, &gpus).0 {
+            Step::Refused { origin: Origin::AdminDefault, message } => {
+                assert!(message.contains("would leave GPUs Slurm gave the step idle (cuda1)"), "{message}")
             }
             other => panic!("{other:?}"),
         }
-        // Other classes do not need GPUs.
-        let mut i = inputs(Some("network"), Ok(required));
-        i.step_alloc_cores = Some("0-1".into());
-        assert!(matches!(run(i), Step::Planned(_)));
+        // ... which the job's own spec may ask for (the plan warns).
+        assert!(matches!(step(Some("gpu"), 1, 1, &gpus).0, Step::Planned(_)));
+        // Two CPUs per task on GPUs near one CPU each: soft for the default, hard for the job.
+        assert!(matches!(step(None, 2, 2, &gpus).0, Step::Refused { origin: Origin::AdminDefault, .. }));
+        match step(Some("gpu"), 2, 2, &gpus).0 {
+            Step::Refused { origin: Origin::User, message } => {
+                assert!(message.contains("fewer than the 2 it asked Slurm for with --cpus-per-task"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -691,6 +793,7 @@ mod tests {
         // Slurm's value, but absurd: refused quickly with a short message.
         let mut i = inputs(Some("gpu"), Ok(config));
         i.env = env(&[("SLURM_STEP_GPUS", huge.as_str())]);
+        i.slurm_sets_step_gpus = true;
         let t0 = Instant::now();
         match run(i) {
             Step::Refused { message, .. } => {

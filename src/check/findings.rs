@@ -174,8 +174,6 @@ pub(super) fn ignored_displays(node: &Node) -> Vec<String> {
         .collect()
 }
 
-/// How each GPU is named; a GPU that cannot be is a problem. With GPUs and settings that
-/// leave `require_step_gpus` unset, a note on GRES.
 /// [`PartialStep`]s for every class with devices at more than one locality, one per
 /// locality (in the devices' order).
 pub fn partial_steps(node: &Node) -> Vec<PartialStep> {
@@ -205,12 +203,8 @@ pub fn partial_steps(node: &Node) -> Vec<PartialStep> {
     out
 }
 
-pub(super) fn gpus(
-    node: &Node,
-    config: Option<&Config>,
-    problems: &mut Vec<String>,
-    notes: &mut Vec<String>,
-) -> Vec<GpuStatus> {
+/// How each GPU is named; a GPU that cannot be is a problem.
+pub(super) fn gpus(node: &Node, problems: &mut Vec<String>) -> Vec<GpuStatus> {
     let gpus: Vec<GpuStatus> = node
         .devices
         .iter()
@@ -222,16 +216,44 @@ pub(super) fn gpus(
             problems.push(message.clone());
         }
     }
-    if !gpus.is_empty() && config.is_some_and(|c| c.require_step_gpus != Some(true)) {
-        notes.push(format!(
-            "{} GPUs here and require_step_gpus is not set: a step without SLURM_STEP_GPUS maps over every GPU of \
-             the node. If they are Slurm GRES (gres.conf), set require_step_gpus = true in the config file: Slurm \
-             unsets SLURM_STEP_GPUS for a step that asked for no GPU, and such a step would otherwise be told \
-             GPUs that are not its own",
-            gpus.len()
-        ));
-    }
     gpus
+}
+
+/// What a step without `SLURM_STEP_GPUS` gets of this node's GPUs, where the settings and
+/// slurm.conf's `GresTypes` (`gres_types_gpu`, when read) make that worth a note: every GPU
+/// of the node although Slurm manages them (`require_step_gpus = false`, or unset where
+/// `GresTypes` names no gpu while gres.conf gives the node GPUs), or none although gres.conf
+/// gives the node no GPU (`GresTypes` is the cluster's: its gres/gpu runs on every node).
+pub(super) fn step_gpus_rule(
+    node: &Node,
+    config: Option<&Config>,
+    gres_types_gpu: Option<bool>,
+    gres: Option<&super::GresReport>,
+    notes: &mut Vec<String>,
+) {
+    let Some(config) = config else { return };
+    let gpus = node.class_indexes(DeviceClass::Gpu).len();
+    if gpus == 0 {
+        return;
+    }
+    let gres_gpus = gres.map(|g| g.gpus.len());
+    match (config.require_step_gpus, gres_types_gpu, gres_gpus) {
+        (Some(false), Some(true), _) | (Some(false), _, Some(1..)) => notes.push(format!(
+            "require_step_gpus = false: a step Slurm gave no GPU maps over the {gpus} GPUs of the node, other jobs' \
+             included, although Slurm manages them (GresTypes names gpu, or gres.conf lists them): remove the key"
+        )),
+        (None, Some(true), Some(0)) => notes.push(format!(
+            "slurm.conf's GresTypes names gpu, so Slurm's gres/gpu runs in every step here, but gres.conf gives \
+             this node none of its {gpus} GPUs: every step is told it has no GPU and a GPU mapping is refused. \
+             If Slurm is not to manage these GPUs, set require_step_gpus = false in this node's config file"
+        )),
+        (None, Some(false), Some(1..)) => notes.push(
+            "gres.conf lists GPUs for this node but slurm.conf's GresTypes names no gpu: Slurm does not manage them, \
+             so every step may map every GPU of the node; add gpu to GresTypes to give each job its own"
+                .to_string(),
+        ),
+        _ => {}
+    }
 }
 
 /// What the default does here: a refusal is a problem, a default without devices a note.

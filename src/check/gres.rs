@@ -438,9 +438,36 @@ pub fn read_input(path: &std::path::Path, node: &Node) -> std::io::Result<GresIn
     })
 }
 
+/// Whether slurm.conf's `GresTypes` names gpu: then Slurm's gres/gpu plugin is loaded in
+/// every slurmstepd of the cluster and sets or removes `SLURM_STEP_GPUS` for every step. Only
+/// the file itself is read (not its `Include`s), the last `GresTypes` line counting.
+pub fn read_gres_types(slurm_conf: &std::path::Path) -> std::io::Result<bool> {
+    Ok(gres_types_gpu(&std::fs::read_to_string(slurm_conf)?))
+}
+
+/// [`read_gres_types`] on the file's text.
+fn gres_types_gpu(text: &str) -> bool {
+    let mut gpu = false;
+    for (key, value) in text.lines().flat_map(words) {
+        if key == "grestypes" {
+            gpu = value.split(',').any(|t| t.trim().eq_ignore_ascii_case("gpu"));
+        }
+    }
+    gpu
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gres_types_names_gpu_or_not() {
+        assert!(gres_types_gpu("ClusterName=c\nGresTypes=gpu,mps # GPUs\n"));
+        assert!(gres_types_gpu("gRESTYPES=nic,GPU\n"));
+        assert!(!gres_types_gpu("GresTypes=mps\n#GresTypes=gpu\n"));
+        assert!(!gres_types_gpu("GresTypes=gpu\nGresTypes=nic\n"));
+        assert!(!gres_types_gpu(""));
+    }
 
     #[test]
     fn expressions_expand_as_slurm_expands_them() {

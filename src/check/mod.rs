@@ -15,8 +15,9 @@
 //!   whether this node runs that release: Slurm loads a SPANK plugin only into its own
 //!   major.minor, so a node with another release refuses every srun ([`crate::slurm_release`]);
 //! - the topology-cache and GPU-allocation settings (`cache`, `cache_dir`,
-//!   `require_step_gpus`) and, for this machine, whether slurmd's cache file is there and
-//!   passes the checks the steps make ([`cache_state`]).
+//!   `require_step_gpus`, with the rule in force for a step Slurm gave no GPU list, from
+//!   slurm.conf's `GresTypes` where it was read) and, for this machine, whether slurmd's cache
+//!   file is there and passes the checks the steps make ([`cache_state`]).
 //!
 //! The node is ready when nothing a job could ask for is refused because of the node or its
 //! configuration: the settings are valid, the plugin file exists, every GPU can be named and
@@ -29,7 +30,8 @@
 //! [`check`] is pure: it reads only the values it is handed ([`CheckInput`]). The reading
 //! that fills them lives beside the part it feeds, for the CLI to call: [`read_plugstack`]
 //! (the plugstack files and their includes), [`node_slurm`] (the node's Slurm release),
-//! [`read_gres`] (gres.conf and the NVIDIA minors), [`probe_cache`] (the topology cache).
+//! [`read_gres`] (gres.conf and the NVIDIA minors), [`read_gres_types`] (slurm.conf's
+//! `GresTypes`), [`probe_cache`] (the topology cache).
 
 mod findings;
 mod gres;
@@ -39,7 +41,7 @@ mod render;
 
 pub use crate::config::CACHE_FILE_NAME;
 pub use findings::partial_steps;
-pub use gres::{read_input as read_gres, GresGpu, GresInput, GresReport};
+pub use gres::{read_gres_types, read_input as read_gres, GresGpu, GresInput, GresReport};
 pub use plugstack::{
     is_this_plugin, parse_plugstack, read_plugstack, slurm_conf, system_plugstack, PluginEntry, PlugstackFindings,
     PlugstackItem, PlugstackLine, Setup,
@@ -72,6 +74,10 @@ pub struct CheckInput<'a> {
     pub slurm: Option<Result<NodeSlurm, NodeSlurmError>>,
     /// The node's gres.conf and its NVIDIA GPUs' minor numbers; `None` when not looked at.
     pub gres: Option<GresInput>,
+    /// Whether slurm.conf's `GresTypes` names gpu, so that Slurm's gres/gpu runs in every step
+    /// of the node ([`read_gres_types`]); `None` when not read. It says which rule holds for a
+    /// step without `SLURM_STEP_GPUS` where `require_step_gpus` is unset.
+    pub gres_types_gpu: Option<bool>,
 }
 
 /// The Slurm release this node runs, and where that was read (`slurmd -V`, a Slurm plugin's
@@ -228,8 +234,9 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
             report.devices = findings::devices(node, &mut problems, &mut notes);
             report.ignored_display = findings::ignored_displays(node);
             report.partial = partial_steps(node);
-            report.gpus = findings::gpus(node, config, &mut problems, &mut notes);
+            report.gpus = findings::gpus(node, &mut problems);
             report.gres = input.gres.as_ref().and_then(|g| gres::check(g, node, &mut problems, &mut notes));
+            findings::step_gpus_rule(node, config, input.gres_types_gpu, report.gres.as_ref(), &mut notes);
             report.default = findings::default(node, config, &mut problems, &mut notes);
         }
     }
@@ -320,11 +327,70 @@ pub(crate) mod tests {
             cache: None,
             slurm: None,
             gres: None,
+            gres_types_gpu: None,
         };
         let r = check(&input);
         assert!(!r.ready);
         assert!(r.text.contains(&format!("the topology cannot be loaded: {unreadable}")), "{}", r.text);
         assert!(r.text.contains("Ready: no, 1 problem:"), "{}", r.text);
+    }
+
+    /// Which rule gives a step without `SLURM_STEP_GPUS` its GPUs: the settings line says it
+    /// from slurm.conf's GresTypes, and a note where the settings and Slurm disagree.
+    #[test]
+    fn the_step_gpus_rule_in_force_is_said() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies/turin-h200.xml");
+        let node =
+            crate::node::Node::new(crate::load::from_xml_file(&path).unwrap(), crate::node::NodeOptions::default());
+        let gres_conf = |text: &str| GresInput {
+            origin: "gres.conf".into(),
+            text: text.into(),
+            proc_root: None,
+            nvidia_minors: vec![],
+        };
+        let run = |require: Option<bool>, types: Option<bool>, gres: Option<GresInput>| {
+            let config = Config { require_step_gpus: require, ..Config::default() };
+            let input = CheckInput {
+                node: Ok(&node),
+                topology_source: "t".into(),
+                setup: Setup::Configured { entries: vec![], origin: "c".into(), config: Ok(config) },
+                problems: vec![],
+                notes: vec![],
+                cache: None,
+                slurm: None,
+                gres,
+                gres_types_gpu: types,
+            };
+            check(&input)
+        };
+        let r = run(None, Some(true), None);
+        assert!(r.text.contains("require_step_gpus (unset): slurm.conf's GresTypes names gpu, so Slurm's gres/gpu runs in every step: a step without SLURM_STEP_GPUS has no GPU here"), "{}", r.text);
+        let r = run(None, Some(false), None);
+        assert!(r.text.contains("(unset): slurm.conf's GresTypes names no gpu, so Slurm does not manage GPUs: every GPU of the node is a step's"), "{}", r.text);
+        // GresTypes names gpu but gres.conf gives this node none: every step has no GPU here.
+        let r = run(None, Some(true), Some(gres_conf("NodeName=other Name=gpu File=/dev/nvidia0\n")));
+        assert!(
+            r.notes.iter().any(|n| n.contains("gres.conf gives this node none of its 4 GPUs")
+                && n.contains("require_step_gpus = false")),
+            "{:?}",
+            r.notes
+        );
+        // require_step_gpus = false where Slurm manages GPUs: a note to remove it.
+        let r = run(Some(false), Some(true), None);
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.starts_with("require_step_gpus = false: a step Slurm gave no GPU maps over the 4 GPUs")),
+            "{:?}",
+            r.notes
+        );
+        let r = run(Some(true), Some(true), None);
+        assert!(
+            r.text.contains("require_step_gpus true: a step without SLURM_STEP_GPUS has no GPU here"),
+            "{}",
+            r.text
+        );
+        assert!(!r.notes.iter().any(|n| n.contains("require_step_gpus")), "{:?}", r.notes);
     }
 
     /// A node that could not be loaded, for the tests of what else `check` says.
@@ -375,13 +441,14 @@ pub(crate) mod tests {
             })))),
             slurm: None,
             gres: None,
+            gres_types_gpu: None,
         };
         let r = check(&input);
         assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);
         assert!(r.notes.iter().any(|n| n.contains("will not use the topology cache")), "{:?}", r.notes);
         assert!(r.text.contains("    cache             true (default)"), "{}", r.text);
         assert!(r.text.contains("    cache_dir         /run/map-by-device (default)\n"), "{}", r.text);
-        assert!(r.text.contains("    require_step_gpus false (default)"), "{}", r.text);
+        assert!(r.text.contains("    require_step_gpus (unset): where Slurm's gres/gpu runs"), "{}", r.text);
         assert!(
             r.text.contains("topology cache /run/map-by-device/topology.json: not used by the steps"),
             "{}",

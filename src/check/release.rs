@@ -201,6 +201,7 @@ mod tests {
             cache: None,
             slurm: node,
             gres: None,
+            gres_types_gpu: None,
         };
         check_node(&input)
     }

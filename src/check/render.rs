@@ -23,7 +23,7 @@ pub(super) fn report(r: &CheckReport, input: &CheckInput<'_>) -> String {
         gres(&mut out, r.gres.as_ref());
     }
     let _ = writeln!(out, "\nPlugin configuration:");
-    setup(&mut out, r, &input.setup, input.slurm.as_ref());
+    setup(&mut out, r, input);
     default(&mut out, &r.default);
     verdict(&mut out, r);
     out
@@ -133,8 +133,9 @@ fn gres(out: &mut String, gres: Option<&GresReport>) {
     let _ = writeln!(out, "  {verdict}");
 }
 
-fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result<NodeSlurm, super::NodeSlurmError>>) {
-    let (entries, origin, config) = match setup {
+fn setup(out: &mut String, r: &CheckReport, input: &CheckInput<'_>) {
+    let slurm: Option<&Result<NodeSlurm, super::NodeSlurmError>> = input.slurm.as_ref();
+    let (entries, origin, config) = match &input.setup {
         Setup::NotExamined => {
             let _ = writeln!(out, "  not examined (give --plugstack FILE or --config FILE to check one)");
             return;
@@ -178,7 +179,7 @@ fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result
     match config {
         Ok(c) => {
             let _ = writeln!(out, "  settings from {origin}:");
-            settings(out, c);
+            settings(out, c, input.gres_types_gpu);
             cache(out, r.cache.as_ref());
         }
         Err(_) => {
@@ -187,8 +188,9 @@ fn setup(out: &mut String, r: &CheckReport, setup: &Setup, slurm: Option<&Result
     }
 }
 
-/// One line per setting, with what an unset one means here.
-fn settings(out: &mut String, c: &Config) {
+/// One line per setting, with what an unset one means here (`gres_types_gpu`: whether
+/// slurm.conf's `GresTypes` names gpu, when it was read).
+fn settings(out: &mut String, c: &Config, gres_types_gpu: Option<bool>) {
     let path = |p: &Option<PathBuf>, unset: &str| p.as_ref().map_or(unset.to_string(), |p| p.display().to_string());
     // Unset, the plugin reads the node's own driver files only when the topology is the
     // node's own (live discovery or slurmd's cache of it).
@@ -203,10 +205,21 @@ fn settings(out: &mut String, c: &Config) {
         (None, Some(true)) => "true: the steps read the topology slurmd discovered at its start",
         (None, None) => "true (default): the steps read the topology slurmd discovered at its start",
     };
-    let require = match c.require_step_gpus {
-        Some(true) => "true: a GPU mapping of a step without SLURM_STEP_GPUS is refused",
-        Some(false) => "false: a step without SLURM_STEP_GPUS maps over every GPU of the node",
-        None => "false (default): a step without SLURM_STEP_GPUS maps over every GPU of the node",
+    let require = match (c.require_step_gpus, gres_types_gpu) {
+        (Some(true), _) => "true: a step without SLURM_STEP_GPUS has no GPU here (a job's GPU mapping is refused)",
+        (Some(false), _) => "false: a step without SLURM_STEP_GPUS maps over every GPU of the node",
+        (None, Some(true)) => {
+            "(unset): slurm.conf's GresTypes names gpu, so Slurm's gres/gpu runs in every step: a step without \
+             SLURM_STEP_GPUS has no GPU here (a job's GPU mapping is refused, a default steps aside)"
+        }
+        (None, Some(false)) => {
+            "(unset): slurm.conf's GresTypes names no gpu, so Slurm does not manage GPUs: every GPU of the node is \
+             a step's"
+        }
+        (None, None) => {
+            "(unset): where Slurm's gres/gpu runs (slurm.conf's GresTypes names gpu) a step without SLURM_STEP_GPUS \
+             has no GPU on the node; elsewhere every GPU of the node is a step's"
+        }
     };
     let lines = [
         ("default", c.default.as_ref().map_or("(none: jobs map only when they ask)".to_string(), Spec::to_string)),

@@ -46,8 +46,15 @@ pub(super) struct Binder<'a> {
     /// How many tasks each unit can hold.
     capacity: Vec<u32>,
     per_task: usize,
-    /// Where `per_task` came from, for messages (`pe=4`, `--cpus-per-task=4`).
+    /// Where `per_task` came from, for messages (`pe=4`, `--cpus-per-task=4`, and on a node
+    /// with several threads per core `--cpus-per-task=8 CPUs, that is 4`).
     per_task_from: String,
+    /// `--cpus-per-task`: no task is bound to fewer CPUs ([`Binder::bind_task`]).
+    asked: Option<u32>,
+    /// `pe=` as the job wrote it, for the fix of a binding smaller than `--cpus-per-task`.
+    pe: Option<u32>,
+    /// The step's CPUs per unit of `pe`: its threads per core, or 1 where `pe` counts threads.
+    per_core: u32,
     /// What the units are, for messages (`cores`, `hardware threads`, `l3cache objects`).
     unit_word: &'static str,
     hwtcpus: bool,
@@ -80,8 +87,13 @@ impl<'a> Binder<'a> {
         facts: &StepFacts,
         allowed: CpuSet,
     ) -> Binder<'a> {
+        let asked = facts.cpus_per_task.filter(|n| *n > 0);
+        // --cpus-per-task counts CPUs (Slurm's unit); pe counts cores unless hardware threads
+        // are the units: N CPUs are N divided by the step's threads per core, rounded up.
+        let threads = spec.hwtcpus || level == BindLevel::HwThread;
+        let per_core = if threads { 1 } else { threads_per_core(topo, &allowed) };
         let from_facts = match level {
-            BindLevel::Core | BindLevel::HwThread => facts.cpus_per_task.filter(|n| *n > 0),
+            BindLevel::Core | BindLevel::HwThread => asked.map(|n| n.div_ceil(per_core)),
             _ => None,
         };
         let pe = spec.pe.or(from_facts);
@@ -91,6 +103,7 @@ impl<'a> Binder<'a> {
         let level = if pe.is_some() && level == BindLevel::Split { BindLevel::Core } else { level };
         let per_task_from = match (spec.pe, from_facts) {
             (Some(n), _) => format!("pe={n}"),
+            (None, Some(n)) if per_core > 1 => format!("--cpus-per-task={} CPUs, that is {n}", asked.unwrap_or(n)),
             (None, Some(n)) => format!("--cpus-per-task={n}"),
             (None, None) => "one".to_string(),
         };
@@ -132,6 +145,9 @@ impl<'a> Binder<'a> {
             capacity,
             per_task: pe.unwrap_or(1) as usize,
             per_task_from,
+            asked,
+            pe: spec.pe,
+            per_core,
             unit_word,
             hwtcpus,
             overload: spec.overload,
@@ -247,8 +263,47 @@ impl<'a> Binder<'a> {
         Ok(Region::Units(candidates, names(), locality))
     }
 
-    /// Task `task`'s CPUs: `None` leaves its mask alone.
+    /// Task `task`'s CPUs: `None` leaves its mask alone. Never fewer than the
+    /// `--cpus-per-task` Slurm gave the task: that is refused, with the ways to give it more
+    /// (seed 000: never silently give less than asked).
     pub(super) fn bind_task(
+        &mut self,
+        task: u32,
+        devices: &[Device],
+        devs: &[usize],
+    ) -> Result<Option<CpuSet>, PlanError> {
+        let cpus = self.bind_task_unchecked(task, devices, devs)?;
+        match (&cpus, self.asked) {
+            (Some(set), Some(asked)) if set.len() < asked as usize => {
+                let device = devs.iter().filter_map(|&i| devices.get(i)).map(|d| d.name.as_str()).collect::<Vec<_>>();
+                let needed = asked.div_ceil(self.per_core);
+                // Raising pe helps only where the CPUs near the task's devices hold them.
+                let near = devs
+                    .iter()
+                    .filter_map(|&i| devices.get(i))
+                    .fold(CpuSet::new(), |acc, d| acc.union(&d.locality))
+                    .intersection(&self.allowed);
+                let pe_fix = match self.pe {
+                    Some(pe) if pe < needed && near.len() >= asked as usize => {
+                        format!("raise pe={pe} to {needed} or drop it (--cpus-per-task then sizes the binding); else ")
+                    }
+                    _ => String::new(),
+                };
+                Err(PlanError::FewerCpusThanAsked {
+                    task,
+                    have: set.len(),
+                    cpus: set.to_list(),
+                    device: device.join("+"),
+                    asked,
+                    pe_fix,
+                })
+            }
+            _ => Ok(cpus),
+        }
+    }
+
+    /// [`Binder::bind_task`] before the `--cpus-per-task` check.
+    fn bind_task_unchecked(
         &mut self,
         task: u32,
         devices: &[Device],
@@ -434,6 +489,14 @@ fn counted(plural: &'static str, n: usize) -> &'static str {
         (1, "binding objects") => "binding object",
         _ => plural,
     }
+}
+
+/// How many of `allowed` one core holds at most: the step's threads per core, which turns
+/// Slurm's `--cpus-per-task` (CPUs) into cores. 1 on a topology without cores, or when the
+/// step holds one thread of each core.
+fn threads_per_core(topo: &Topology, allowed: &CpuSet) -> u32 {
+    let most = topo.of_kind(ObjKind::Core).map(|c| c.cpuset.intersection(allowed).len()).max().unwrap_or(1);
+    u32::try_from(most.max(1)).unwrap_or(1)
 }
 
 /// How many tasks `cpus` (CPUs of the step) can run: the cores (hardware threads with

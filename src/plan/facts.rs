@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 pub struct StepFacts {
     /// Tasks of the step on this node (local ids 0..ntasks).
     pub ntasks: u32,
-    /// `--cpus-per-task`, the default `pe` for per-core bindings.
+    /// `--cpus-per-task`, in CPUs (hardware threads) as Slurm counts them: the default `pe`
+    /// of a per-core binding (divided by the step's threads per core) or per-thread one, and
+    /// the fewest CPUs any task may be bound to.
     pub cpus_per_task: Option<u32>,
     /// The CPUs Slurm allocated to the step on this node; `None` = the whole node.
     pub allowed_cpus: Option<CpuSet>,
@@ -21,7 +23,9 @@ pub struct StepFacts {
     pub task_cpus: Option<Vec<CpuSet>>,
     /// The task environment the rules read (`ZE_FLAT_DEVICE_HIERARCHY` ...).
     pub env: BTreeMap<String, String>,
-    /// Slurm's global GPU indices allocated to the step (PCI-bus order of the node's GPUs).
+    /// Slurm's global GPU indices allocated to the step (PCI-bus order of the node's GPUs);
+    /// empty: Slurm manages the node's GPUs and gave the step none; `None`: the node's GPUs
+    /// are not Slurm's to give, every one is the step's.
     pub step_gpus: Option<Vec<u32>>,
 }
 

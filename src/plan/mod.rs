@@ -21,6 +21,7 @@ mod order;
 mod pair;
 mod types;
 
+pub use assign::idle_step_gpus;
 pub use facts::{
     parse_step_gpus, spec_may_use_gpus, visible_devices, visible_gpus, StepFacts, StepGpusError, VisibleDevices,
     VisibleGpusError, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,

@@ -162,6 +162,9 @@ fn device_list(spec: &Spec, node: &Node, facts: &StepFacts, host: &str) -> Resul
             }
         }
         list.retain(|i| node.devices[*i].class != DeviceClass::Gpu || allowed.contains(i));
+        if list.is_empty() && step_gpus.is_empty() {
+            return Err(PlanError::NoStepGpus { host: host.into() });
+        }
         if list.is_empty() {
             return Err(PlanError::NoDevices {
                 class: DeviceClass::Gpu,

@@ -104,6 +104,10 @@ pub enum PlanError {
     OutsideAllocation { device: String, locality_cpus: String, allowed: String },
     #[error("no {level} object lies within the locality of {device} ({locality_cpus}) and the step's CPUs ({allowed}): choose a finer bind level")]
     NoBindObject { level: BindLevel, device: String, locality_cpus: String, allowed: String },
+    /// Slurm manages the node's GPUs and gave the step none of them (no `SLURM_STEP_GPUS`
+    /// where its gres/gpu runs; `--step-gpus none` in a preview).
+    #[error("the step has no GPUs on {host} (Slurm set no SLURM_STEP_GPUS): ask Slurm for them (--gpus-per-node=N, --gpus-per-task=N or --gres=gpu:N), or map another device class")]
+    NoStepGpus { host: String },
     #[error("Slurm allocated GPU index {index} to the step, but node {host} has only {have} GPUs in its topology: the topology does not describe this node (check the plugin's topology=)")]
     StepGpuOutOfRange { index: u32, have: usize, host: String },
     #[error("tasks {first} and {second} are both closest to {device}: add :shared to let them share it, or bind the tasks apart")]
@@ -116,6 +120,10 @@ pub enum PlanError {
     PeTooLarge { task: u32, want: String, unit: &'static str, have: usize, device: String, locality_cpus: String },
     #[error("{tasks} tasks share the locality of {device} (CPUs {locality_cpus}), which has {have} {unit}: each would need a share of its own. Run fewer tasks there, count hardware threads (hwtcpus), or add :overload to let tasks share CPUs")]
     SplitTooMany { tasks: u32, device: String, unit: &'static str, have: usize, locality_cpus: String },
+    /// A task's binding holds fewer CPUs than the `--cpus-per-task` Slurm gave it (`pe_fix`:
+    /// "" or the `pe=` that would hold them, with "; else ").
+    #[error("task {task} would be bound to {have} {} near {device} (CPUs {cpus}), fewer than the {asked} it asked Slurm for with --cpus-per-task: {pe_fix}bind to a larger level (bind=locality gives each task every CPU near its devices), run fewer tasks, give each task more devices (ndev=N) and so the CPUs near them, or keep Slurm's binding (bind=none)", if *have == 1 { "CPU" } else { "CPUs" })]
+    FewerCpusThanAsked { task: u32, have: usize, cpus: String, device: String, asked: u32, pe_fix: String },
     #[error("task {task} would share CPUs with another task of the step: the {have} {unit} near {device} (CPUs {locality_cpus}) are all taken by earlier tasks. Run fewer tasks, bind to smaller units (bind=hwthread), or add :overload to let tasks share CPUs")]
     Overloaded { task: u32, unit: &'static str, have: usize, device: String, locality_cpus: String },
 }

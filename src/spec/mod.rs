@@ -75,7 +75,7 @@ pub struct Spec {
     /// `omp[=true|false]`: write `OMP_NUM_THREADS`, `OMP_PLACES`, `OMP_PROC_BIND` from the
     /// task's binding; `None`: not said (the admin's `omp` setting decides).
     pub omp: Option<bool>,
-    /// `pe=N`: CPUs per task.
+    /// `pe=N`: cores per task (hardware threads with `hwtcpus`); Slurm's `--cpus-per-task` counts CPUs.
     pub pe: Option<u32>,
     /// `hwtcpus`: `pe` counts hardware threads instead of cores.
     pub hwtcpus: bool,

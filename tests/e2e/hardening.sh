@@ -611,6 +611,10 @@ forge_setup() {
     set_plugstack "topology=$FIX"
     FORGE_CONF=$E2E_DIR/etc/forge.toml
     printf 'require_step_gpus = true\n' >"$FORGE_CONF" && chmod 644 "$FORGE_CONF"
+    # Every GPU of the node is a step's (as where Slurm does not manage them), so that the
+    # job's own CUDA_VISIBLE_DEVICES is read where gres/gpu runs but the step has no GPU.
+    FORGE_ALL_CONF=$E2E_DIR/etc/forge-all.toml
+    printf 'require_step_gpus = false\n' >"$FORGE_ALL_CONF" && chmod 644 "$FORGE_ALL_CONF"
     FORGE_BIG=$E2E_DIR/work/forge-big
     big "$FORGE_BIG" $((131072 - 64)) "gpu:"
 }
@@ -643,7 +647,9 @@ c_hostile_forged_log_lines() {
     expect_rc 1 && log_has 'invalid --map-by-device="gpu:bogus\n[2026-12-04T15:00:00.000] error: FORGED' &&
         no_forged_line FORGED-BY-OPTION || { echo "(option's environment form)"; ok=1; }
     # 2. An id in CUDA_VISIBLE_DEVICES, which the plugin reads as Slurm's where gres/gpu runs:
-    #    the job's own value when the step has no GPU.
+    #    the job's own value when the step has no GPU and require_step_gpus = false lets it
+    #    map the node's (unset, such a step has no GPU and nothing is read).
+    set_plugstack "topology=$FIX config=$FORGE_ALL_CONF"
     log_mark
     run as_nobody env "CUDA_VISIBLE_DEVICES=GPU-0$(forgery FORGED-BY-ID)" srun --chdir=/tmp -n 1 --map-by-device=gpu true
     if ((RC == 0)); then

@@ -231,7 +231,8 @@ set_plugstack_empty() {
 # slurm.conf (and cgroup.conf, gres.conf) for MODE: "affinity" (task/affinity, 8 CPUs declared
 # on the real 2, as in the facts notes; E2E_DECLARED_CPUS changes the 8), "affinity-real"
 # (task/affinity, the real CPU count), "affinity-gres-types" (the same, with GresTypes=gpu for
-# the cluster but no GPU GRES on the node), "cgroup" (task/cgroup with ConstrainCores on cgroup v1,
+# the cluster but no GPU GRES on the node), "affinity-gres" (the same, with the fake GPUs of
+# "gres" below as GRES on the node: scripts/demo.sh), "cgroup" (task/cgroup with ConstrainCores on cgroup v1,
 # the real CPU count) or "gres" (as cgroup, plus two fake GPUs as GRES: gres.conf names
 # /dev/null and /dev/zero, which Slurm numbers 0 and 1 in that order; E2E_GRES_FILES, a
 # space-separated list of device files in the order Slurm is to number them, gives others).
@@ -248,11 +249,12 @@ e2e_write_slurm_conf() {
             gres_types="GresTypes=gpu"
             node_line+=" Gres=gpu:${#gres_files[@]}"
         fi
-    elif [[ $mode == affinity-real || $mode == affinity-gres-types ]]; then
+    elif [[ $mode == affinity-real || $mode == affinity-gres-types || $mode == affinity-gres ]]; then
         task="task/affinity"
         proctrack="proctrack/linuxproc"
         node_line="NodeName=$E2E_NODE NodeAddr=127.0.0.1 CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000"
-        [[ $mode == affinity-gres-types ]] && gres_types="GresTypes=gpu"
+        [[ $mode == affinity-real ]] || gres_types="GresTypes=gpu"
+        [[ $mode == affinity-gres ]] && node_line+=" Gres=gpu:${#gres_files[@]}"
     else
         task="task/affinity"
         proctrack="proctrack/linuxproc"

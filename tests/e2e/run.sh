@@ -187,9 +187,12 @@ c_ids_with_colons() {
     local host
     host=$(hostname)
     for id in "gpu://$host::nvml1" "0000:65:00.0" "65:00.0"; do
-        # -c 2: the step holds both CPUs, so the GPU's CPU 1 is the step's.
-        probe -n 1 -c 2 --map-by-device="$id:verbose"
-        expect_rc 0 && expect_out "$(line 0 1 "$UUID1" - -)" && expect_err "gpu 0000:65:00.0 cuda1 $UUID1; CPUs 1 set" ||
+        # Two tasks: the step holds both CPUs, so the GPU's CPU 1 is the step's (one task of
+        # -c 2 would be bound to fewer CPUs than it asked for, which is refused); both on the
+        # one device (shared), on its one CPU (overload).
+        probe -n 2 --map-by-device="$id:shared:overload:verbose"
+        expect_rc 0 && expect_out "$(line 0 1 "$UUID1" - -; line 1 1 "$UUID1" - -)" &&
+            expect_err "gpu 0000:65:00.0 cuda1 $UUID1; CPUs 1 set" ||
             { echo "(id $id)"; return 1; }
     done
 }
@@ -696,16 +699,17 @@ c_gres_user_step_gpus() {
     # every step of a GRES node and replaces or removes it: the plugin maps only what Slurm
     # allocated. (Were the user's value read, the task would get GPU 1.)
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
-    # No --gres: Slurm removes it; the step has no GPUs of its own, the node's are used.
+    # No --gres: Slurm removes it; the step has no GPU of its own, so a GPU mapping is refused
+    # (were the user's value read, the task would get GPU 1).
     user_step_gpus_probe 1 -n 1 --map-by-device=gpu
-    expect_rc 0 && expect_out "$(gline 0 0 0 - "${GRES_UUID[0]}")" || return 1
-    # ... which require_step_gpus turns into a refusal: the plugin saw no SLURM_STEP_GPUS.
-    local conf=$E2E_DIR/etc/gres-require-user.toml
-    { cat "$GRES_CONF"; echo "require_step_gpus = true"; } >"$conf"
+    expect_rc 1 && expect_err "(Slurm set no SLURM_STEP_GPUS)" || return 1
+    # require_step_gpus = false (every GPU of the node is fair game): the node's first, not 1.
+    local conf=$E2E_DIR/etc/gres-no-require-user.toml
+    { cat "$GRES_CONF"; echo "require_step_gpus = false"; } >"$conf"
     chmod 644 "$conf"
     set_plugstack "topology=$FIX_DRM config=$conf"
     user_step_gpus_probe 1 -n 1 --map-by-device=gpu
-    expect_rc 1 && expect_err "(Slurm set no SLURM_STEP_GPUS)" || return 1
+    expect_rc 0 && expect_out "$(gline 0 0 0 - "${GRES_UUID[0]}")" || return 1
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
     # A different --gres: Slurm gives GPU 0 and says so; the user's 1, 0-1, 4096 are gone.
     local v
@@ -719,7 +723,16 @@ c_gres_types_user_step_gpus() {
     # GresTypes=gpu for the cluster, but this node has no GPU GRES: gres/gpu is loaded in the
     # step all the same, and it removes the user's SLURM_STEP_GPUS (the plugin trusts the
     # variable wherever gres_gpu.so is loaded, so this must hold on a node without GPUs too).
+    # The step has no GPU, by the rule of gres/gpu: a GPU mapping is refused.
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+    user_step_gpus_probe 1 -n 1 --map-by-device=gpu
+    expect_rc 1 && expect_err "the step has no GPUs on" || return 1
+    # The node's config file says its GPUs are not Slurm's (require_step_gpus = false): every
+    # GPU of the node is the step's, and still not the user's list.
+    local conf=$E2E_DIR/etc/gres-types-no-require.toml
+    { cat "$GRES_CONF"; echo "require_step_gpus = false"; } >"$conf"
+    chmod 644 "$conf"
+    set_plugstack "topology=$FIX_DRM config=$conf"
     user_step_gpus_probe 1 -n 1 --map-by-device=gpu
     expect_rc 0 || return 1
     [[ $OUT == "task=0 cpus=0 step="*" SLURM_STEP_GPUS=- CUDA_VISIBLE_DEVICES=${GRES_UUID[0]}" ]] ||
@@ -782,13 +795,18 @@ c_gres_two_gpus_two_tasks() {
     gres_probe -n 2 --gres=gpu:2 --map-by-device=gpu
     expect_rc 0 && inside_step &&
         expect_out "$(gline 0 0 0-1 0,1 "${GRES_UUID[0]}"; gline 1 1 0-1 0,1 "${GRES_UUID[1]}")" || return 1
-    # One task given two GPUs (and the CPUs of both) with ndev=1: mapped, and told the other
-    # GPU stays idle, with the spec that uses both (issue 24).
+    # One task given two GPUs and two CPUs (-c 2) with ndev=1: its GPU has one CPU near it,
+    # fewer than the two it asked Slurm for: refused with the fix (issue 41).
     gres_probe -n 1 -c 2 --gres=gpu:2 --map-by-device=gpu
+    expect_rc 1 && expect_err "task 0 would be bound to 1 CPU near renderD128 (CPUs 0), fewer than the 2 it asked Slurm for with --cpus-per-task" &&
+        expect_err "give each task more devices (ndev=N)" || return 1
+    # Unbound (bind=none keeps Slurm's binding): mapped, and told the other GPU stays idle,
+    # with the spec that uses both (issue 24).
+    gres_probe -n 1 -c 2 --gres=gpu:2 --map-by-device=gpu:bind=none
     expect_rc 0 && expect_err "map-by-device: warning: the step has 2 GPUs on" &&
         expect_err "but the plan for its 1 task with ndev=1 uses 1; idle: renderD129; write --map-by-device=gpu:ndev=auto" || return 1
     gres_probe -n 1 -c 2 --gres=gpu:2 --map-by-device=gpu:ndev=auto
-    expect_rc 0 && expect_no_err "idle: "
+    expect_rc 0 && expect_out "$(gline 0 0-1 0-1 0,1 "${GRES_UUID[0]},${GRES_UUID[1]}")" && expect_no_err "idle: "
 }
 
 c_gres_one_gpu_two_tasks() {
@@ -905,20 +923,82 @@ c_gres_gpu_bind_default() {
 }
 
 c_gres_no_gpus_requested() {
-    # A step that asked for no GPU: Slurm sets no SLURM_STEP_GPUS. By default the plugin
-    # cannot tell that from a node without GPU GRES and maps over the node's GPUs;
-    # require_step_gpus = true says this node's GPUs are GRES, and the mapping is refused.
+    # A step that asked for no GPU: Slurm's gres/gpu runs in the step and removes
+    # SLURM_STEP_GPUS, so the step has no GPU on the node (issue 41): the job's GPU mapping is
+    # refused with how to ask Slurm for GPUs, said once.
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
-    gres_probe -n 1 --map-by-device=gpu
-    expect_rc 0 && expect_out "$(gline 0 0 0 - "${GRES_UUID[0]}")" || return 1
+    gres_probe -n 2 --map-by-device=gpu
+    expect_rc 1 && expect_err "the step has no GPUs on $(hostname) (Slurm set no SLURM_STEP_GPUS): ask Slurm for them (--gpus-per-node=N, --gpus-per-task=N or --gres=gpu:N)" || return 1
+    [[ $(grep -c "the step has no GPUs" <<<"$ERR") == 1 ]] || { echo "refusal not reported exactly once"; show; return 1; }
+    # A network mapping needs no GPU.
+    run srun -n 2 --map-by-device=network "$PROBE"
+    OUT=$(sort <<<"$OUT")
+    expect_rc 0 && expect_out "$(line 0 0 - =mlx5_0,mlx5_1 mlx5_0:1; line 1 1 - =mlx5_0,mlx5_1 mlx5_1:1)" || return 1
+    # With GPUs asked for, mapped.
+    gres_probe -n 1 --gres=gpu:1 --map-by-device=gpu
+    expect_rc 0 && expect_out "$(gline 0 0 0 0 "${GRES_UUID[0]}")" || return 1
+    # The admin's default steps aside for the CPU job: unmapped, and slurmd.log says why.
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF default=gpu"
+    log_mark
+    gres_probe -n 1
+    expect_rc 0 && expect_no_err "map-by-device" || return 1
+    [[ $OUT == *" SLURM_STEP_GPUS=- CUDA_VISIBLE_DEVICES=-" ]] || { echo "expected the task unmapped, without GPUs"; show; return 1; }
+    log_has "default not applied, task runs unmapped: the step has no GPUs on" || return 1
+    # require_step_gpus says it explicitly: false maps every GPU of the node, true refuses.
     local conf=$E2E_DIR/etc/gres-require.toml
-    { cat "$GRES_CONF"; echo "require_step_gpus = true"; } >"$conf"
+    { cat "$GRES_CONF"; echo "require_step_gpus = false"; } >"$conf"
     chmod 644 "$conf"
     set_plugstack "topology=$FIX_DRM config=$conf"
     gres_probe -n 1 --map-by-device=gpu
-    expect_rc 1 && expect_err "the step has no GPUs on" && expect_err "(Slurm set no SLURM_STEP_GPUS): request them with --gres=gpu:N" || return 1
+    expect_rc 0 && expect_out "$(gline 0 0 0 - "${GRES_UUID[0]}")" || return 1
+    { cat "$GRES_CONF"; echo "require_step_gpus = true"; } >"$conf"
+    gres_probe -n 1 --map-by-device=gpu
+    expect_rc 1 && expect_err "the step has no GPUs on" || return 1
     gres_probe -n 1 --gres=gpu:1 --map-by-device=gpu
     expect_rc 0 && expect_out "$(gline 0 0 0 0 "${GRES_UUID[0]}")"
+}
+
+c_gres_default_respects_the_job() {
+    # The admin's default never overrides what the job asked Slurm for, nor gives it less
+    # (issue 41): each of these runs unmapped, with Slurm's own variables, and slurmd.log says
+    # why at debug level; the same step without them is mapped.
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF default=gpu"
+    gres_probe -n 2 --gres=gpu:2
+    expect_rc 0 && expect_out "$(gline 0 0 0-1 0,1 "${GRES_UUID[0]}"; gline 1 1 0-1 0,1 "${GRES_UUID[1]}")" || return 1
+    # --cpu-bind of its own (srun sends it; the site's default is slurmd's, never sent).
+    local bind
+    for bind in cores map_cpu:1,0 none; do
+        log_mark
+        gres_probe -n 2 --gres=gpu:2 --cpu-bind="$bind"
+        expect_rc 0 && expect_no_err "map-by-device" || { echo "(--cpu-bind=$bind)"; return 1; }
+        grep -q "CUDA_VISIBLE_DEVICES=GPU-" <<<"$OUT" && { echo "--cpu-bind=$bind: the default mapped"; show; return 1; }
+        log_has "default not applied, the job asked Slurm for its own CPU binding (SLURM_CPU_BIND_TYPE=" ||
+            { echo "(--cpu-bind=$bind)"; return 1; }
+    done
+    # --cpu-bind=verbose binds nothing: mapped.
+    gres_probe -n 2 --gres=gpu:2 --cpu-bind=verbose
+    expect_rc 0 && expect_out "$(gline 0 0 0-1 0,1 "${GRES_UUID[0]}"; gline 1 1 0-1 0,1 "${GRES_UUID[1]}")" || return 1
+    # --gpu-bind=none: each task keeps every GPU of the step (22.05 unsets the list in the
+    # tasks, later releases keep it).
+    log_mark
+    gres_probe -n 2 --gres=gpu:2 --gpu-bind=none
+    expect_rc 0 && expect_no_err "map-by-device" || return 1
+    grep -q "CUDA_VISIBLE_DEVICES=GPU-" <<<"$OUT" && { echo "--gpu-bind=none: the default mapped"; show; return 1; }
+    log_has "default not applied, the job chose its own GPU binding (SLURMD_TRES_BIND=${TRES_GPU}none)" || return 1
+    # One task given two GPUs: the default would hide one of them.
+    log_mark
+    gres_probe -n 1 --gres=gpu:2
+    expect_rc 0 && expect_out "$(gline 0 0 0 0,1 0,1)" || return 1
+    log_has "would leave GPUs Slurm gave the step idle (renderD129)" || return 1
+    # Two CPUs per task (-c 2) where each GPU has one CPU near it: the default would bind each
+    # task to fewer CPUs than Slurm gave it.
+    log_mark
+    gres_probe -n 1 -c 2 --gres=gpu:1
+    expect_rc 0 && expect_out "$(gline 0 0-1 0-1 0 0)" || return 1
+    log_has "fewer than the 2 it asked Slurm for with --cpus-per-task" || return 1
+    # The job's own spec is the job's: its --cpu-bind does not stop it.
+    gres_probe -n 2 --gres=gpu:2 --cpu-bind=cores --map-by-device=gpu
+    expect_rc 0 && expect_out "$(gline 0 0 0-1 0,1 "${GRES_UUID[0]}"; gline 1 1 0-1 0,1 "${GRES_UUID[1]}")"
 }
 
 # --- Cases: the per-node topology cache (live discovery) ---------------------------------
@@ -1435,13 +1515,14 @@ GRES_CASES=(
     "gres: the admin default steps aside for --gpu-bind|c_gres_gpu_bind_default"
     "gres: MIG instances (Slurm 26.05's MIG-<uuid>) are refused, never replaced; Slurm's value stays|c_gres_mig"
     "gres: env_uuid (Slurm names the step's GPUs by UUID) maps, and must agree with SLURM_STEP_GPUS|c_gres_env_uuid"
-    "gres: a step without GPUs: all GPUs, or refused with require_step_gpus|c_gres_no_gpus_requested"
+    "gres: a step without GPUs has none: refused (once), a default steps aside; require_step_gpus says otherwise|c_gres_no_gpus_requested"
+    "gres: the default leaves --cpu-bind, --gpu-bind=none, idle GPUs and -c above the locality alone|c_gres_default_respects_the_job"
     "gres: a user's own SLURM_STEP_GPUS (no --gres, another --gres) is Slurm's to replace: only the allocation is mapped|c_gres_user_step_gpus"
 )
 
 # task/affinity, GresTypes=gpu for the cluster, no GPU GRES on the node.
 GRES_TYPES_CASES=(
-    "gres types only: a user's own SLURM_STEP_GPUS on a node without GPU GRES is removed by Slurm|c_gres_types_user_step_gpus"
+    "gres types only: a node without GPU GRES gives a step none (require_step_gpus = false: all); a user's own SLURM_STEP_GPUS is removed|c_gres_types_user_step_gpus"
 )
 
 # The same with four fake GPUs (gres.conf: /dev/full, /dev/null, /dev/random, /dev/zero =

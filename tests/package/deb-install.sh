@@ -5,8 +5,12 @@
 # does (uncommenting the packaged /etc/slurm/plugstack.conf.d/map-by-device.conf, which
 # Debian's /etc/slurm/plugstack.conf includes), starts a private single-node Slurm whose
 # plugstack.conf includes the system one, and runs a mapped srun through the installed
-# plugin. Nothing from the build tree is loaded. The package is purged at the end, whatever
-# happens.
+# plugin. Then the admin guide's "Upgrading": a rebuilt package (the same build repacked with
+# a higher version, so that dpkg installs every file anew, as a rebuild does) installed while
+# slurmd runs; the steps refuse the old slurmd's topology cache until slurmd is restarted,
+# then use the new one, and a mapped srun maps; and what a removal that keeps the conffile
+# (apt full-upgrade moving Slurm past the package's release) does to every srun, and the fix.
+# Nothing from the build tree is loaded. The package is purged at the end, whatever happens.
 #
 #   tests/package/deb-install.sh [DEB]      (root; without DEB, builds one)
 #
@@ -143,12 +147,15 @@ check "check names the release the plugin was built for and this node's (slurmd 
 ((status == 0)) || printf "     %s\n" "${out//$'\n'/$'\n     '}"
 check "srun --help lists --map-by-device" bash -c 'srun --help 2>&1 | grep -q -- "--map-by-device"'
 
-# The installed tool's plan is what the installed plugin must do.
-check "srun -n 2 --map-by-device=gpu: each task on its GPU's CPU with its GPU's UUID" \
-    mapped_as_planned map-by-device "$topology"
-check "verbose: one line per task on srun's stderr" \
-    test "$(grep -c 'map-by-device.*task [01]' "$E2E_DIR/work/srun.err")" = 2
-sed 's/^/     /' "$E2E_DIR/work/srun.err"
+# mapped_step WHEN: the installed tool's plan is what the installed plugin does.
+mapped_step() {
+    check "srun -n 2 --map-by-device=gpu ($1): each task on its GPU's CPU with its GPU's UUID" \
+        mapped_as_planned map-by-device "$topology"
+    check "verbose ($1): one line per task on srun's stderr" \
+        test "$(grep -c 'map-by-device.*task [01]' "$E2E_DIR/work/srun.err")" = 2
+    sed 's/^/     /' "$E2E_DIR/work/srun.err"
+}
+mapped_step installed
 
 err=$(srun -n 3 --map-by-device=gpu true 2>&1)
 status=$?
@@ -157,11 +164,65 @@ check "a refusal fails the step with the engine's message" \
 echo "     srun -n 3 exit $status: ${err//$'\n'/ | }"
 check "the node runs the next step" srun -n 1 --map-by-device=none true
 
+# --- Upgraded (docs/admin-guide.md, "Upgrading") ------------------------------------------
+# The node's own topology, from slurmd's cache (no topology=): slurmd writes it at its start.
+upgrade_conf=$E2E_DIR/etc/upgrade.toml
+cache_file=$E2E_DIR/cache/topology.json
+printf 'cache_dir = "%s"\n' "$E2E_DIR/cache" >"$upgrade_conf" && chmod 644 "$upgrade_conf"
+sed -i "s|^required $plugin .*|required $plugin config=$upgrade_conf|" "$snippet"
+log=$E2E_DIR/log/slurmd.log
+# cache_step WHAT: a step (its outcome does not matter: this machine may have no GPU), and
+# whether slurmd.log, since the step began, says WHAT.
+cache_step() {
+    local mark i
+    mark=$(wc -l <"$log")
+    srun -n 1 --map-by-device=gpu true >/dev/null 2>&1
+    for ((i = 0; i < 50; i++)); do
+        tail -n +"$((mark + 1))" "$log" | grep -qF -- "$1" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+{ e2e_slurmd_stop && e2e_slurmd_start; } || die "slurmd did not restart"
+check "slurmd, restarted with the cache settings, wrote the topology cache" test -s "$cache_file"
+check "a step reads the topology from slurmd's cache" cache_step "topology from slurmd's cache $cache_file"
+old_version=$(dpkg-query -W -f='${Version}' map-by-device)
+new_version=$old_version+rebuilt1
+rebuilt=$E2E_DIR/work/map-by-device_${new_version}.deb
+tree=$E2E_DIR/work/rebuilt
+{ dpkg-deb -R "$deb" "$tree" && sed -i "s/^Version: .*/Version: $new_version/" "$tree/DEBIAN/control" &&
+    dpkg-deb -b "$tree" "$rebuilt" >/dev/null; } || die "cannot repack $deb as $new_version"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$rebuilt" >/dev/null ||
+    die "apt-get install $rebuilt failed"
+check "upgraded to $new_version while slurmd runs" test "$(dpkg-query -W -f='${Version}' map-by-device)" = "$new_version"
+check "the upgrade kept the administrator's edited plugstack line" grep -qx "required $plugin config=$upgrade_conf" "$snippet"
+check "before slurmd restarts, a step refuses the old plugin's cache and discovers the node itself" \
+    cache_step "written by another build of the plugin"
+{ e2e_slurmd_stop && e2e_slurmd_start; } || die "slurmd did not restart after the upgrade"
+check "after slurmd restarts, a step reads the new plugin's cache" cache_step "topology from slurmd's cache $cache_file"
+out=$(map-by-device check 2>&1)
+check "check after the upgrade: the steps use the new cache" \
+    bash -c '[[ $1 == *"topology cache: used by the steps: slurmd'"'"'s cache $2 "* ]]' _ "$out" "$cache_file"
+sed -i "s|^required $plugin .*|required $plugin topology=$topology|" "$snippet"
+mapped_step upgraded
+
+# A removal that keeps the conffile (apt full-upgrade removes the package when Slurm moves past
+# its release): the required line stays and names a missing file, so every srun fails, until
+# the line is commented out or the package purged.
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq map-by-device >/dev/null
+check "removed, not purged: the snippet's required line stays" grep -q "^required $plugin" "$snippet"
+err=$(srun -n 1 true 2>&1)
+status=$?
+echo "     srun after the removal: exit $status: ${err//$'\n'/ | }"
+check "removed, not purged: every srun fails (the required line names a missing plugin)" \
+    bash -c '[[ $1 != 0 && $2 == *map_by_device.so* ]]' _ "$status" "$err"
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq map-by-device >/dev/null
+installed=0
+check "purged: srun runs again" srun -n 1 true
+
 cluster_stop
 
 # --- Removed ----------------------------------------------------------------------------
-DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq map-by-device >/dev/null
-installed=0
 check "purged: the plugin is gone" test ! -e "$plugin"
 check "purged: the discovery library is gone" test ! -e "$plugindir/map_by_device_discover.so"
 check "purged: the tool is gone" test ! -e /usr/bin/map-by-device

@@ -3,7 +3,8 @@
 # or sid, each building its own release's packages):
 #   1. builds the RPM with Debian's rpm and checks its file list   (rpm-files.sh)
 #   2. builds the .deb, installs it, runs a mapped srun through the installed plugin on a
-#      private single-node Slurm, and purges it                     (deb-install.sh)
+#      private single-node Slurm, upgrades it to a rebuilt package (slurmd restarted, a
+#      mapped srun), removes and purges it                          (deb-install.sh)
 # Installs the packaging tools it needs (debhelper, rpm) if they are missing. Ends with the
 # checks of both counted together ("N passed, N failed"; a script that stops early counts
 # as one failure).

@@ -32,6 +32,7 @@ pub(crate) fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
         problems,
         notes,
         gres,
+        gres_types_gpu: gres_types(args),
     };
     let report = check::check(&input);
     Ok((report.text, report.ready))
@@ -57,6 +58,12 @@ fn gres_input(args: &CheckArgs, node: &Node, problems: &mut Vec<String>) -> Opti
             None
         }
     }
+}
+
+/// Whether this machine's slurm.conf names gpu in `GresTypes` (`None` for another node's
+/// `--topology`, or without a readable slurm.conf).
+fn gres_types(args: &CheckArgs) -> Option<bool> {
+    args.source.topology.is_none().then(|| check::read_gres_types(&check::slurm_conf()).ok()).flatten()
 }
 
 /// The files `check` is told to read exist (a typo is a usage error, not a report).

@@ -108,7 +108,9 @@ pub(crate) struct PlanArgs {
     /// Slurm's option, refused: the preview's -n is the tasks on this node.
     #[arg(long = "ntasks-per-node", value_name = "N", hide = true)]
     pub(crate) ntasks_per_node: Option<String>,
-    /// Slurm's --cpus-per-task (the default pe for per-core bindings).
+    /// Slurm's --cpus-per-task, in CPUs (hardware threads) as Slurm counts them: the default
+    /// pe for per-core bindings (N CPUs are N divided by the threads per core, rounded up),
+    /// and no task is bound to fewer.
     #[arg(long, short = 'c', value_name = "N")]
     pub(crate) cpus_per_task: Option<u32>,
     /// The CPUs allocated to the step on this node (a cpulist such as 0-3,8). The devices
@@ -118,8 +120,10 @@ pub(crate) struct PlanArgs {
     /// Each task's existing binding, for closest: cpulists separated by ';'.
     #[arg(long, value_name = "CPULIST[;CPULIST...]")]
     pub(crate) task_cpus: Option<String>,
-    /// Slurm's global GPU indices allocated to the step (comma list, PCI-bus order).
-    #[arg(long, value_name = "LIST")]
+    /// Slurm's global GPU indices allocated to the step (comma list, PCI-bus order); `none`:
+    /// Slurm manages the node's GPUs and gave the step none. Without it every GPU of the node
+    /// is the step's, as where Slurm does not manage them.
+    #[arg(long, value_name = "LIST|none")]
     pub(crate) step_gpus: Option<String>,
     /// A variable of the task's environment the rules read (NAME=VALUE; repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]

@@ -140,6 +140,11 @@ pub(crate) fn facts_from(args: &PlanArgs) -> Result<StepFacts, CliError> {
         allowed_cpus,
         task_cpus,
         env,
-        step_gpus: args.step_gpus.as_deref().map(map_by_device::plan::parse_step_gpus).transpose()?,
+        // `none`: Slurm manages the node's GPUs and gave the step none (no SLURM_STEP_GPUS where
+        // its gres/gpu runs).
+        step_gpus: match args.step_gpus.as_deref().map(str::trim) {
+            Some("none") => Some(Vec::new()),
+            other => other.map(map_by_device::plan::parse_step_gpus).transpose()?,
+        },
     })
 }

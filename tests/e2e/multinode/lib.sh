@@ -159,12 +159,21 @@ mn_init() {
     e2e_init mn || return 1
     mkdir -m 755 "$E2E_DIR/nodes" || return 1
     # Each node's config file, for the cache path: its own cache directory (several slurmd on
-    # one machine would share the default /run/map-by-device) and driver-file roots.
+    # one machine would share the default /run/map-by-device) and driver-file roots. Two of
+    # each: the cases map the fixtures' GPUs without asking Slurm for them, so their nodes say
+    # require_step_gpus = false (every GPU of the node is a step's, as where Slurm does not
+    # manage GPUs); MN_GRES=1 (c_gres) leaves it unset, the production rule: GresTypes=gpu,
+    # so a step Slurm gave no GPU has none. xml.toml and xml-gres.toml: the same for MN_SOURCE=xml.
+    local rule
     for node in "${MN_NODES[@]}"; do
         mkdir -p "$E2E_DIR/nodes/$node"/{sys,proc} && chmod 755 "$E2E_DIR/nodes/$node"{,/sys,/proc} || return 1
-        printf 'cache_dir = "%s"\nsys_root = "%s"\nproc_root = "%s"\n' "$E2E_DIR/nodes/$node/cache" \
-            "$E2E_DIR/nodes/$node/sys" "$E2E_DIR/nodes/$node/proc" >"$E2E_DIR/nodes/$node/mbd.toml"
-        chmod 644 "$E2E_DIR/nodes/$node/mbd.toml"
+        for rule in "" "-gres"; do
+            printf 'cache_dir = "%s"\nsys_root = "%s"\nproc_root = "%s"\n' "$E2E_DIR/nodes/$node/cache" \
+                "$E2E_DIR/nodes/$node/sys" "$E2E_DIR/nodes/$node/proc" >"$E2E_DIR/nodes/$node/mbd$rule.toml"
+            : >"$E2E_DIR/nodes/$node/xml$rule.toml"
+        done
+        echo "require_step_gpus = false" | tee -a "$E2E_DIR/nodes/$node/mbd.toml" >>"$E2E_DIR/nodes/$node/xml.toml"
+        chmod 644 "$E2E_DIR/nodes/$node"/*.toml
     done
     # Each node's own topology (or config file) from the start: with topology= slurmd's init
     # writes no cache; with the config file, it writes its own node's.
@@ -212,10 +221,11 @@ mn_has_gpus() { [[ $(mn_topology "$1") != *nogpu* ]]; }
 
 # mn_source_arg NODE: what the node's plugin line names its topology with.
 mn_source_arg() {
+    local rule=${MN_GRES:+-gres}
     if [[ $MN_SOURCE == xml ]]; then
-        echo "topology=$E2E_DIR/topologies/$(mn_topology "$1")"
+        echo "topology=$E2E_DIR/topologies/$(mn_topology "$1") config=$E2E_DIR/nodes/$1/xml$rule.toml"
     else
-        echo "config=$E2E_DIR/nodes/$1/mbd.toml"
+        echo "config=$E2E_DIR/nodes/$1/mbd$rule.toml"
     fi
 }
 

@@ -20,6 +20,8 @@
 #   node4-9                             as node2 (4, 6, 8) and node1 (5, 7, 9): the eight-node
 #                                       cases run on node1, node2 and node4-9, or node1-8
 # Every node with GPUs also has two fake GPUs as GRES (gres.conf File=/dev/null, /dev/zero).
+# The cases map the fixtures' GPUs without asking Slurm for them: the nodes' config files say
+# require_step_gpus = false, except in the GRES case (lib.sh, MN_GRES).
 #
 # Prints one line per case, the failing case's commands and output, the daemons' logs if
 # anything failed, notes (measured times), and finally exactly "N passed, N failed".
@@ -396,14 +398,24 @@ gres_probe() {
 }
 
 c_gres() {
-    set_plugstacks ""
+    # The production rule (require_step_gpus unset, GresTypes=gpu): only what Slurm gave.
+    MN_GRES=1 set_plugstacks ""
     local idx="ROCR_VISIBLE_DEVICES=idx ZE_AFFINITY_MASK=idx" idx2="CUDA_VISIBLE_DEVICES=idx ZE_AFFINITY_MASK=idx"
-    # One GRES GPU per node, both CPUs: Slurm's GPU 0 on each node (bus order), named to its
-    # vendor's runtime.
-    gres_probe -w node1,node2 -N2 -n2 -c2 --gres=gpu:1 --map-by-device=gpu
+    # No GPU asked for: the step has none on either node, and is refused once, with how to ask.
+    run srun -w node1,node2 -N2 -n2 --map-by-device=gpu true
+    expect_fail && expect_err "the step has no GPUs on node1 (Slurm set no SLURM_STEP_GPUS): ask Slurm for them" ||
+        return 1
+    expect_idle || return 1
+    # One GRES GPU per node, both CPUs (-c2): each GPU has one CPU near it, fewer than the two
+    # each task asked for, so the plan is refused; bind=none keeps Slurm's binding and names
+    # Slurm's GPU 0 on each node (bus order) to its vendor's runtime.
+    run srun -w node1,node2 -N2 -n2 -c2 --gres=gpu:1 --map-by-device=gpu true
+    expect_fail && expect_err "fewer than the 2 it asked Slurm for with --cpus-per-task" || return 1
+    expect_idle || return 1
+    gres_probe -w node1,node2 -N2 -n2 -c2 --gres=gpu:1 --map-by-device=gpu:bind=none
     expect_rc 0 && expect_out "$(
-        echo "$(tl 0 0 node1 0 "$idx" "$(n1gpu 0)") SLURM_STEP_GPUS=0"
-        echo "$(tl 1 0 node2 1 "$idx2" "$(n2gpu 0)") SLURM_STEP_GPUS=0"
+        echo "$(tl 0 0 node1 0-1 "$idx" "$(n1gpu 0)") SLURM_STEP_GPUS=0"
+        echo "$(tl 1 0 node2 0-1 "$idx2" "$(n2gpu 0)") SLURM_STEP_GPUS=0"
     )" || return 1
     # Both GPUs of both nodes, two tasks per node: each task its own.
     gres_probe -w node1,node2 -N2 -n4 --gres=gpu:2 --map-by-device=gpu
@@ -563,7 +575,7 @@ CASES=(
     "partial node (defect 3): a step on CPU 0 gets the GPU next to CPU 0|c_partial_node"
     "partial node (defect 3): more tasks than near GPUs is refused naming the far one|c_partial_node_too_many"
     "a batch job's #SBATCH --map-by-device reaches its steps on every node|c_batch"
-    "GRES GPUs across two nodes|c_gres"
+    "GRES GPUs across two nodes: a step given none has none; -c above a GPU's CPUs refused, bind=none maps|c_gres"
     "20 consecutive multi-node steps, nothing left behind|c_twenty_steps"
     "eight nodes: a 16-task step mapped on every node from its cache (gpu, gpu:adapters)|c_eight_nodes"
     "eight nodes: one refuses (no GPU, bad topology): the step ends everywhere, no drain|c_eight_refusal"
