@@ -201,6 +201,7 @@ mod tests {
             cache: None,
             slurm: node,
             gres: None,
+            slurmd_env: None,
         };
         check_node(&input)
     }
