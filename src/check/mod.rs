@@ -436,8 +436,10 @@ pub(crate) mod tests {
         assert_eq!(r.cache, Some(CacheState::OtherBuild { path }));
         assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);
         assert!(
-            r.notes.iter().any(|n| n.contains("was written by another build of the plugin (its .so was replaced since \
-                 slurmd started, as an upgrade does): until slurmd restarts, every step discovers the node itself")),
+            r.notes.iter().any(|n| n.contains(
+                "was written by another build of the plugin (its .so was replaced since \
+                 slurmd started, as an upgrade does): until slurmd restarts, every step discovers the node itself"
+            )),
             "{:?}",
             r.notes
         );
