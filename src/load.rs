@@ -217,7 +217,7 @@ pub fn live(timeout: Duration) -> Result<Topology, LoadError> {
 /// Blacklisting a component ([`without`]) keeps hwloc from *running* it, but hwloc loads every
 /// plugin it finds, with the libraries they link (`hwloc_opencl`: libOpenCL; `hwloc_gl`:
 /// libX11, libXNVCtrl), when the process's first topology is initialised, before any
-/// blacklist. hwloc 2.0 and later skip the plugins that `HWLOC_PLUGINS_BLACKLIST` names, read
+/// blacklist. hwloc (since 1.11.3) skips the plugins that `HWLOC_PLUGINS_BLACKLIST` names, read
 /// from the environment at that moment: the child sets it, first in its environment (the
 /// first entry of a name is the one `getenv` answers), before hwloc first runs there. The
 /// entry is made in the parent; the child only builds a new `environ` array (no lock is
