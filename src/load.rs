@@ -118,6 +118,10 @@ pub enum LoadError {
     #[error("discovering this machine failed: {message}")]
     Discovery { message: String },
 
+    /// hwloc's child could not be confined ([`crate::bounded`]): it ran nothing.
+    #[error("refusing to run hwloc for {input}: {source}")]
+    Unconfined { input: String, source: crate::bounded::ConfineError },
+
     #[error(
         "discovering this machine with hwloc failed: {source}; check the node's hardware and drivers, raise \
          discovery_timeout in the plugin's config, or set topology= to an XML file"
@@ -204,7 +208,62 @@ pub fn live(timeout: Duration) -> Result<Topology, LoadError> {
         }
         live_here()
     };
-    bounded_discovery(crate::bounded::run(timeout, discover))
+    bounded_discovery(in_child(timeout, discover))
+}
+
+/// Runs `f`, which uses hwloc, in a [`crate::bounded`] child (in `/`, without a root it could
+/// regain) whose hwloc loads no plugin of an [`UNNEEDED_COMPONENTS`] name.
+///
+/// Blacklisting a component ([`without`]) keeps hwloc from *running* it, but hwloc loads every
+/// plugin it finds, with the libraries they link (`hwloc_opencl`: libOpenCL; `hwloc_gl`:
+/// libX11, libXNVCtrl), when the process's first topology is initialised, before any
+/// blacklist. hwloc (since 1.11.3) skips the plugins that `HWLOC_PLUGINS_BLACKLIST` names, read
+/// from the environment at that moment: the child sets it, first in its environment (the
+/// first entry of a name is the one `getenv` answers), before hwloc first runs there. The
+/// entry is made in the parent; the child only builds a new `environ` array (no lock is
+/// taken: `setenv`'s could be held by a thread of the parent that the child has not).
+fn in_child<T, F>(timeout: Duration, f: F) -> Result<Result<T, LoadError>, crate::bounded::BoundedError>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+    F: FnOnce() -> Result<T, LoadError>,
+{
+    let blacklist = plugins_blacklist();
+    crate::bounded::run(timeout, || {
+        put_first_in_environment(&blacklist);
+        f()
+    })
+}
+
+/// `HWLOC_PLUGINS_BLACKLIST=hwloc_gl,hwloc_cuda,...`: the plugin name of every
+/// [`UNNEEDED_COMPONENTS`] entry (hwloc names a plugin after its file, `hwloc_<component>`; a
+/// name no plugin has is harmless).
+pub fn plugins_blacklist() -> std::ffi::CString {
+    let names: Vec<String> = UNNEEDED_COMPONENTS.iter().map(|c| format!("hwloc_{c}")).collect();
+    // No NUL in these constant names.
+    std::ffi::CString::new(format!("HWLOC_PLUGINS_BLACKLIST={}", names.join(","))).unwrap_or_default()
+}
+
+/// In a discovery child: `entry` (`NAME=value`) becomes the first entry of the process
+/// environment, ahead of the existing ones. `entry` must outlive every use of the
+/// environment in the child (it lives until the child exits).
+fn put_first_in_environment(entry: &std::ffi::CStr) {
+    extern "C" {
+        static mut environ: *mut *mut libc::c_char;
+    }
+    let mut entries: Vec<*mut libc::c_char> = vec![entry.as_ptr().cast_mut()];
+    // SAFETY: the child is single-threaded, so nothing changes `environ` meanwhile; it is
+    // null or a null-terminated array of NUL-terminated strings, which are only copied as
+    // pointers. The new array is leaked: it is the environment until the child exits, and
+    // hwloc only reads it (getenv).
+    unsafe {
+        let mut at = environ;
+        while !at.is_null() && !(*at).is_null() {
+            entries.push(*at);
+            at = at.add(1);
+        }
+        entries.push(std::ptr::null_mut());
+        environ = Box::leak(entries.into_boxed_slice()).as_mut_ptr();
+    }
 }
 
 /// The discovery itself, in the calling process (the child of [`live`]).
@@ -238,7 +297,7 @@ fn discover_here<T>(then: impl FnOnce(&hwlocality::Topology) -> Result<T, LoadEr
 pub fn live_backends(timeout: Duration) -> Result<Vec<String>, LoadError> {
     check_environment()?;
     let _hwloc = hwloc_lock();
-    bounded_discovery(crate::bounded::run(timeout, || discover_here(|t| Ok(backends_ran(t)))))
+    bounded_discovery(in_child(timeout, || discover_here(|t| Ok(backends_ran(t)))))
 }
 
 /// What a bounded discovery's child answered, as [`live`] reports it: its refusal (or a panic
@@ -248,6 +307,9 @@ fn bounded_discovery<T>(answer: Result<Result<T, LoadError>, crate::bounded::Bou
         Ok(Ok(found)) => Ok(found),
         Ok(Err(e)) => Err(LoadError::Discovery { message: e.to_string() }),
         Err(e @ crate::bounded::BoundedError::Panicked) => Err(LoadError::Discovery { message: e.to_string() }),
+        Err(crate::bounded::BoundedError::Unconfined(source)) => {
+            Err(LoadError::Unconfined { input: "this machine".into(), source })
+        }
         Err(e) => Err(LoadError::Bounded { source: e }),
     }
 }
@@ -393,9 +455,10 @@ const XML_TIMEOUT: Duration = Duration::from_secs(60);
 /// would be a crashed daemon, here it is a [`LoadError::XmlCrashed`] that names the file.
 fn load_xml_isolated(xml: &str, input: String) -> Result<Topology, LoadError> {
     let _hwloc = hwloc_lock();
-    match crate::bounded::run(XML_TIMEOUT, || load_xml(xml, input.clone())) {
+    match in_child(XML_TIMEOUT, || load_xml(xml, input.clone())) {
         // The refusals load_xml makes (XmlV3, XmlRejected, Hwloc, Panicked), as they were.
         Ok(result) => result,
+        Err(crate::bounded::BoundedError::Unconfined(source)) => Err(LoadError::Unconfined { input, source }),
         Err(e) => Err(LoadError::XmlCrashed { input, why: e.to_string() }),
     }
 }

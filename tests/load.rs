@@ -692,3 +692,54 @@ fn a_discovery_past_its_deadline_says_so_and_the_fixes() {
     assert!(msg.contains("discovering this machine with hwloc failed: it did not finish within 2 s (killed)"), "{msg}");
     assert!(msg.contains("raise discovery_timeout") && msg.contains("set topology= to an XML file"), "{msg}");
 }
+
+const PLUGINS_CHILD: &str = "MAP_BY_DEVICE_PLUGINS_CHILD";
+
+/// hwloc loads every plugin it finds, and the libraries each links, when a process's first
+/// topology is initialised, before any component blacklist applies: a step's discovery child
+/// loaded hwloc's OpenCL plugin, and with it a `libOpenCL.so.1` the job's user had built
+/// (issue 38). Live discovery and the XML loader keep the plugins of the unneeded components
+/// out altogether (hwloc says so with HWLOC_PLUGINS_VERBOSE, which the loader allows), and
+/// still load the ones they need. The control: this process, whose hwloc has no such
+/// blacklist, has the plugins.
+#[test]
+fn the_unneeded_hwloc_plugins_are_never_loaded() {
+    let present: Vec<&str> = ["gl", "opencl"].into_iter().filter(|c| load::has_component(c)).collect();
+    if present.is_empty() {
+        common::skip_line("this hwloc has no gl or opencl plugin (install libhwloc-plugins to run this test)");
+        return;
+    }
+    assert!(load::plugins_blacklist().to_str().unwrap().starts_with("HWLOC_PLUGINS_BLACKLIST=hwloc_gl,hwloc_cuda,"));
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["plugins_child", "--exact", "--nocapture", "--test-threads=1"]).env(PLUGINS_CHILD, "1");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("HWLOC_") {
+            cmd.env_remove(name);
+        }
+    }
+    let out = cmd.env("HWLOC_PLUGINS_VERBOSE", "1").output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "child failed: {stdout}{stderr}");
+    assert!(stdout.contains("PLUGINS: live ok, xml ok"), "{stdout}{stderr}");
+    for c in present {
+        // Once by the live discovery's child, once by the XML loader's.
+        let kept_out = stderr.matches(&format!("Plugin `hwloc_{c}' is blacklisted in the environment")).count();
+        assert_eq!(kept_out, 2, "hwloc_{c}: {stderr}");
+        assert!(!stderr.contains(&format!("Plugin descriptor `hwloc_{c}' ready")), "hwloc_{c} was loaded: {stderr}");
+    }
+    // Where hwloc's PCI support is a plugin (Debian's), it is still loaded: it is needed.
+    if stderr.contains("/hwloc_pci'") {
+        assert!(stderr.contains("Plugin descriptor `hwloc_pci' ready"), "the PCI plugin is needed: {stderr}");
+    }
+}
+
+/// Live discovery and an XML load; only does something when started by the test above.
+#[test]
+fn plugins_child() {
+    if std::env::var_os(PLUGINS_CHILD).is_none() {
+        return;
+    }
+    let live = load::live(std::time::Duration::from_secs(30)).map(|_| "ok").unwrap_or_else(|e| panic!("{e}"));
+    let xml = load::from_xml_file(&fixture("e2e-2gpu.xml")).map(|_| "ok").unwrap_or_else(|e| panic!("{e}"));
+    println!("PLUGINS: live {live}, xml {xml}");
+}

@@ -151,8 +151,10 @@ pub struct MapByDevice {
 }
 
 // SAFETY: slurm-spank's contract: the task hooks run in children slurmstepd forks from itself,
-// so the plugin must not be multi-threaded. It starts no thread: every hook runs on Slurm's
-// thread and returns, and live discovery runs in a forked child process (bounded), not a thread.
+// so the plugin must not be multi-threaded. It keeps no thread: every hook runs on Slurm's
+// thread and returns; the discovery library is opened on a thread of its own that is joined
+// before the hook returns (discover.rs, `in_root_directory`); live discovery runs in a forked
+// child process (bounded), not a thread.
 unsafe impl Plugin for MapByDevice {
     /// No tracing subscriber: this plugin logs through Slurm directly, and does not read
     /// `RUST_LOG` from a user's environment.

@@ -94,6 +94,12 @@ pub(super) fn cache(probe: Option<&CacheProbe>, notes: &mut Vec<String>) -> Opti
             path.display(),
             reasons.join("; ")
         )),
+        Some(CacheState::OtherBuild { path }) => notes.push(format!(
+            "the topology cache {} was written by another build of the plugin (its .so was replaced since slurmd \
+             started, as an upgrade does): until slurmd restarts, every step discovers the node itself (about 15 \
+             ms per step); restart slurmd, which rewrites the cache, to end this window",
+            path.display()
+        )),
         _ => {}
     }
     state

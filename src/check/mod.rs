@@ -17,7 +17,11 @@
 //! - the topology-cache and GPU-allocation settings (`cache`, `cache_dir`,
 //!   `require_step_gpus`, with the rule in force for a step Slurm gave no GPU list, from
 //!   slurm.conf's `GresTypes` where it was read) and, for this machine, whether slurmd's cache
-//!   file is there and passes the checks the steps make ([`cache_state`]).
+//!   file is there and passes the checks the steps make ([`cache_state`]), and whether it was
+//!   written by another build of the plugin (an upgrade's window: the steps discover the node
+//!   until slurmd restarts);
+//! - for this machine, whether the running slurmd's `LD_LIBRARY_PATH` has a relative or empty
+//!   entry, which a step's root processes resolve in the job's directory ([`slurmd_env`]).
 //!
 //! The node is ready when nothing a job could ask for is refused because of the node or its
 //! configuration: the settings are valid, the plugin file exists, every GPU can be named and
@@ -31,13 +35,15 @@
 //! that fills them lives beside the part it feeds, for the CLI to call: [`read_plugstack`]
 //! (the plugstack files and their includes), [`node_slurm`] (the node's Slurm release),
 //! [`read_gres`] (gres.conf and the NVIDIA minors), [`read_gres_types`] (slurm.conf's
-//! `GresTypes`), [`probe_cache`] (the topology cache).
+//! `GresTypes`), [`probe_cache`] (the topology cache), [`slurmd_env::read`] (the running
+//! slurmd's environment).
 
 mod findings;
 mod gres;
 mod plugstack;
 mod release;
 mod render;
+pub mod slurmd_env;
 
 pub use crate::config::CACHE_FILE_NAME;
 pub use findings::partial_steps;
@@ -78,6 +84,9 @@ pub struct CheckInput<'a> {
     /// of the node ([`read_gres_types`]); `None` when not read. It says which rule holds for a
     /// step without `SLURM_STEP_GPUS` where `require_step_gpus` is unset.
     pub gres_types_gpu: Option<bool>,
+    /// The running slurmd's environment (every slurmd found); `None` when not looked at (the
+    /// check of another node, or of settings no plugstack line of this machine names).
+    pub slurmd_env: Option<Vec<slurmd_env::SlurmdEnvironment>>,
 }
 
 /// The Slurm release this node runs, and where that was read (`slurmd -V`, a Slurm plugin's
@@ -105,6 +114,10 @@ pub enum CacheState {
     Absent { path: PathBuf, why: String },
     /// There is one, but the steps will not trust it: the reasons, one each.
     Untrusted { path: PathBuf, reasons: Vec<String> },
+    /// There is one, written by another build of the plugin than the one plugstack.conf names
+    /// (its `.so` was replaced since slurmd started): the steps discover the node until
+    /// slurmd restarts and rewrites it.
+    OtherBuild { path: PathBuf },
     /// The steps use it: every test a step makes passed (owner and mode of the directories and
     /// files, the running slurmd's lock, the plugin build, this boot).
     Trusted { path: PathBuf, description: String },
@@ -212,6 +225,9 @@ pub fn check(input: &CheckInput<'_>) -> CheckReport {
         release::check(entries, input.slurm.as_ref(), &mut problems, &mut notes);
     }
     let cache = findings::cache(input.cache.as_ref(), &mut notes);
+    if let Some(found) = &input.slurmd_env {
+        slurmd_env::problems(found, &mut problems, &mut notes);
+    }
     let mut report = CheckReport {
         host: None,
         topology_source: input.topology_source.clone(),
@@ -261,6 +277,10 @@ pub fn cache_state(probe: &CacheProbe) -> CacheState {
     match &probe.outcome {
         Ok(description) => CacheState::Trusted { path, description: description.clone() },
         Err(crate::cache::Miss::Absent(why)) => CacheState::Absent { path, why: why.to_string() },
+        Err(crate::cache::Miss::Rejected(crate::cache::Rejected {
+            why: crate::cache::Rejection::OtherBuild { .. },
+            ..
+        })) => CacheState::OtherBuild { path },
         Err(crate::cache::Miss::Rejected(why)) => CacheState::Untrusted { path, reasons: vec![why.to_string()] },
     }
 }
@@ -328,6 +348,7 @@ pub(crate) mod tests {
             slurm: None,
             gres: None,
             gres_types_gpu: None,
+            slurmd_env: None,
         };
         let r = check(&input);
         assert!(!r.ready);
@@ -360,6 +381,7 @@ pub(crate) mod tests {
                 slurm: None,
                 gres,
                 gres_types_gpu: types,
+                slurmd_env: None,
             };
             check(&input)
         };
@@ -442,6 +464,7 @@ pub(crate) mod tests {
             slurm: None,
             gres: None,
             gres_types_gpu: None,
+            slurmd_env: None,
         };
         let r = check(&input);
         assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);
@@ -454,5 +477,54 @@ pub(crate) mod tests {
             "{}",
             r.text
         );
+    }
+
+    /// After the plugin's .so is replaced (an upgrade), slurmd's cache names another build
+    /// until slurmd restarts: the steps discover the node meanwhile, and check says so.
+    #[test]
+    fn a_cache_of_another_build_is_an_upgrades_window() {
+        let none = no_topology();
+        let path = PathBuf::from("/run/map-by-device/topology.json");
+        let other = crate::cache::Rejected {
+            path: path.clone(),
+            why: crate::cache::Rejection::OtherBuild { cached: "1:2:3:4.0".into(), reader: "1:5:3:4.0".into() },
+        };
+        let mut input = CheckInput {
+            node: Err(&none),
+            topology_source: "this machine".into(),
+            setup: Setup::Configured { entries: vec![], origin: "config file c".into(), config: Ok(Config::default()) },
+            problems: vec![],
+            notes: vec![],
+            cache: Some(probe(Err(crate::cache::Miss::Rejected(other)))),
+            slurm: None,
+            gres: None,
+            gres_types_gpu: None,
+            slurmd_env: None,
+        };
+        let r = check(&input);
+        assert_eq!(r.cache, Some(CacheState::OtherBuild { path }));
+        assert_eq!(r.problems.len(), 1, "only the topology: {:?}", r.problems);
+        assert!(
+            r.notes.iter().any(|n| n.contains(
+                "was written by another build of the plugin (its .so was replaced since \
+                 slurmd started, as an upgrade does): until slurmd restarts, every step discovers the node itself"
+            )),
+            "{:?}",
+            r.notes
+        );
+        assert!(
+            r.text.contains(
+                "topology cache /run/map-by-device/topology.json: written by another build of the plugin, not used by \
+                 the steps until slurmd restarts"
+            ),
+            "{}",
+            r.text
+        );
+        // slurmd's environment, when looked at: a relative library path makes the node unready.
+        input.slurmd_env =
+            Some(vec![slurmd_env::SlurmdEnvironment { pid: 9, library_path: Ok(Some("/usr/local/lib:.".into())) }]);
+        let r = check(&input);
+        assert_eq!(r.problems.len(), 2, "{:?}", r.problems);
+        assert!(r.text.contains("  - slurmd (pid 9) runs with LD_LIBRARY_PATH=\"/usr/local/lib:.\""), "{}", r.text);
     }
 }

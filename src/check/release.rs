@@ -202,6 +202,7 @@ mod tests {
             slurm: node,
             gres: None,
             gres_types_gpu: None,
+            slurmd_env: None,
         };
         check_node(&input)
     }

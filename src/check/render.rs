@@ -265,6 +265,14 @@ fn cache(out: &mut String, cache: Option<&CacheState>) {
         Some(CacheState::Untrusted { path, .. }) => {
             let _ = writeln!(out, "  topology cache {}: not used by the steps (see the notes)", path.display());
         }
+        Some(CacheState::OtherBuild { path }) => {
+            let _ = writeln!(
+                out,
+                "  topology cache {}: written by another build of the plugin, not used by the steps until slurmd \
+                 restarts (see the notes)",
+                path.display()
+            );
+        }
         Some(CacheState::Trusted { description, .. }) => {
             let _ = writeln!(out, "  topology cache: used by the steps: {description}");
         }

@@ -605,6 +605,195 @@ c_hostile_world_writable_cache_dir() {
     return $ok
 }
 
+# --- Case: a user's libraries in the job's directory (issue 38) ------------------------------------
+
+# Relative entries of slurmd's LD_LIBRARY_PATH ("." here, as an admin's /etc/default/slurmd
+# might say) name each process's working directory; a step's slurmstepd works in the job's
+# directory with real and saved uid 0. Before issue 38 a mapped step's discovery child loaded
+# hwloc's OpenCL plugin there, with the job's libOpenCL.so.1, and regained root; and the
+# plugin's own dlopen of its discovery library looks for its libgcc_s.so.1 the same way, inside
+# slurmstepd itself.
+USER_LIB_PATH=/usr/local/lib:.
+
+# plant_library DIR SONAME LOADER VERSION_PREFIX: DIR/SONAME, built here, that LOADER (a
+# library that links SONAME) accepts: every symbol LOADER takes from it with a VERSION_PREFIX*
+# version (stubs that abort), those versions, and a constructor that forks a child which
+# tries setresuid(0, 0, 0) and appends what it found to DIR/record. Fails when LOADER takes
+# no such symbol.
+plant_library() {
+    local dir=$1 soname=$2 loader=$3 prefix=$4 src
+    src=$(mktemp -d) || return 1
+    objdump -T "$loader" | awk -v p="($prefix" '$3 == "*UND*" && index($5, p) == 1 {
+        v = substr($5, 2, length($5) - 2); print v, $6 }' | sort -u >"$src/symbols"
+    [[ -s $src/symbols ]] || { echo "$loader takes no $prefix* symbol"; rm -rf "$src"; return 1; }
+    {
+        echo '#define _GNU_SOURCE'
+        echo '#include <stdio.h>'
+        echo '#include <stdlib.h>'
+        echo '#include <unistd.h>'
+        echo '#include <sys/wait.h>'
+        echo "__attribute__((constructor)) static void grab(void) {"
+        echo '    uid_t r, e, s, r2, e2, s2; char cwd[4096] = "?", comm[64] = "?"; FILE *c;'
+        echo '    getresuid(&r, &e, &s);'
+        echo '    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;'
+        echo '    if ((c = fopen("/proc/self/comm", "r"))) { if (fscanf(c, "%63s", comm) != 1) comm[0] = 0; fclose(c); }'
+        echo '    pid_t child = fork();'
+        echo '    if (child == 0) {'
+        echo '        int rc = setresuid(0, 0, 0);'
+        echo '        getresuid(&r2, &e2, &s2);'
+        echo "        FILE *f = fopen(\"$dir/record\", \"a\");"
+        echo "        if (f) { fprintf(f, \"lib=$soname comm=%s uids=%u/%u/%u setresuid0=%s after=%u/%u/%u cwd=%s\\n\","
+        echo '            comm, r, e, s, rc == 0 ? "ok" : "refused", r2, e2, s2, cwd); fclose(f); }'
+        echo '        _exit(0);'
+        echo '    }'
+        echo '    if (child > 0) waitpid(child, NULL, 0);'
+        echo '}'
+        awk '{ print "void " $2 "(void) { abort(); }" }' "$src/symbols"
+    } >"$src/lib.c"
+    awk '{ syms[$1] = syms[$1] " " $2 ";" } END { first = 1
+        for (v in syms) { printf "%s {\n  global:%s\n%s};\n", v, syms[v], first ? "  local: *;\n" : ""; first = 0 } }' \
+        "$src/symbols" >"$src/lib.map"
+    gcc -shared -fPIC -o "$dir/$soname" -Wl,-soname,"$soname" -Wl,--version-script="$src/lib.map" "$src/lib.c" ||
+        { echo "cannot build $soname"; rm -rf "$src"; return 1; }
+    rm -rf "$src"
+    chown nobody "$dir/$soname"
+}
+
+# record_lines DIR: what the planted libraries recorded (one line per load).
+record_lines() { cat "$1/record" 2>/dev/null; }
+
+c_hostile_user_libraries() {
+    local ok=0 dir discover hwloc plugins opencl nobody_ids control step_lines pid child parent go
+    local uid gid
+    uid=$(id -u nobody) gid=$(id -g nobody)
+    nobody_ids="$uid/$uid/$uid"
+    dir=$(runuser -u nobody -- mktemp -d /tmp/mbd-userlib.XXXXXX) || return 1
+    discover=$(dirname "$E2E_PLUGIN")/map_by_device_discover.so
+    hwloc=$(objdump -p "$discover" | awk '$1 == "NEEDED" && $2 ~ /^libhwloc/ { print $2 }')
+    plugins=$(pkg-config --variable=libdir hwloc 2>/dev/null)/hwloc
+    opencl=$plugins/hwloc_opencl.so
+    [[ -f $opencl ]] || opencl=$(find /usr/lib* -name hwloc_opencl.so -print -quit 2>/dev/null)
+    [[ -n $opencl && -f $opencl ]] || { echo "no hwloc_opencl.so here (libhwloc-plugins)"; return 1; }
+    # The job's user builds (here: root builds for them) a libOpenCL.so.1 that hwloc's OpenCL
+    # plugin accepts and a libgcc_s.so.1 that the discovery library accepts.
+    plant_library "$dir" libOpenCL.so.1 "$opencl" OPENCL_ || return 1
+    plant_library "$dir" libgcc_s.so.1 "$discover" GCC_ || return 1
+    # The control: the same lookups as the user, from that directory, with that path: hwloc's
+    # plugins (as the old discovery child did) and the discovery library (as the plugin's
+    # dlopen in slurmstepd) load the user's libraries. It runs as the user, so they record
+    # the user's ids and a refused setresuid.
+    runuser -u nobody -- env LD_LIBRARY_PATH="$USER_LIB_PATH" bash -c 'cd "$1" && exec python3 -c "
+import ctypes, sys
+ctypes.CDLL(sys.argv[1])
+hwloc = ctypes.CDLL(sys.argv[2], mode=ctypes.RTLD_GLOBAL)
+topology = ctypes.c_void_p()
+hwloc.hwloc_topology_init(ctypes.byref(topology))
+" "$2" "$3"' - "$dir" "$discover" "$hwloc" || { echo "the control could not run"; ok=1; }
+    control=$(record_lines "$dir")
+    echo "control (as nobody, from $dir):"
+    sed 's/^/  /' <<<"$control"
+    local lib
+    for lib in libOpenCL.so.1 libgcc_s.so.1; do
+        grep -qxF "lib=$lib comm=python3 uids=$nobody_ids setresuid0=refused after=$nobody_ids cwd=$dir" <<<"$control" ||
+            { echo "the control did not load the planted $lib: the case would prove nothing"; ok=1; }
+    done
+    ((ok == 0)) || { rm -rf "$dir"; return 1; }
+
+    # slurmd (and so every slurmstepd) with the relative entry; steps in the user's directory.
+    e2e_slurmd_stop
+    set_plugstack "config=$NOCACHE_CONF"
+    LD_LIBRARY_PATH=$USER_LIB_PATH e2e_slurmd_start || return 1
+    tr '\0' '\n' <"/proc/${E2E_PIDS[slurmd]}/environ" | grep -qxF "LD_LIBRARY_PATH=$USER_LIB_PATH" ||
+        { echo "slurmd does not run with LD_LIBRARY_PATH=$USER_LIB_PATH"; ok=1; }
+    # cache = false: live discovery in the step.
+    log_mark
+    run as_nobody srun --chdir="$dir" -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE"
+    expect_rc 0 && expect_live 1 && log_has "live discovery (cache = false)" || { echo "(cache = false)"; ok=1; }
+    # topology=: the XML is read by hwloc in the same kind of child.
+    set_plugstack "topology=$FIX"
+    run as_nobody srun --chdir="$dir" -n 2 --map-by-device=gpu "$PROBE"
+    OUT=$("${PROBE_SORT[@]}" <<<"$OUT")
+    expect_rc 0 && expect_out "$GPU_LINES" || { echo "(topology=)"; ok=1; }
+    # A refused cache: slurmd writes it, then the plugin's .so is replaced by rename (as an
+    # upgrade does): the steps discover live until slurmd restarts.
+    set_plugstack "config=$LOAD_CONF"
+    e2e_slurmd_stop
+    LD_LIBRARY_PATH=$USER_LIB_PATH e2e_slurmd_start || return 1
+    e2e_install_plugin "$E2E_PLUGIN_BUILT"
+    log_mark
+    run as_nobody srun --chdir="$dir" -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE"
+    expect_rc 0 && expect_live 1 || { echo "(a refused cache)"; ok=1; }
+    log_has "written by another build of the plugin" && log_has "discovering the node live" || ok=1
+    # check says both: the relative entry (a problem) and the upgrade's window (a note).
+    run cargo run --quiet --manifest-path "$E2E_ROOT/Cargo.toml" --bin map-by-device -- check --plugstack "$E2E_DIR/etc/plugstack.conf"
+    expect_out_has "slurmd (pid ${E2E_PIDS[slurmd]}) runs with LD_LIBRARY_PATH=\"$USER_LIB_PATH\", whose entry \".\" is relative" || ok=1
+    expect_out_has "was written by another build of the plugin (its .so was replaced since slurmd started" || ok=1
+    ((RC == 1)) || { echo "check says the node is ready (exit $RC)"; ok=1; }
+
+    # The discovery child's ids, seen from outside while it waits (a test-hooks build pauses
+    # it before hwloc runs): the job's user's real, effective and saved ids, in /, while its
+    # parent slurmstepd has root within reach, in the job's directory.
+    build_hooks_plugin || return 1
+    e2e_slurmd_stop
+    e2e_install_plugin "$HOOKS_PLUGIN"
+    set_plugstack "config=$NOCACHE_CONF"
+    go=$dir/go
+    MBD_TEST_PAUSE_AT=live-discovery MBD_TEST_PAUSE_FILE=$go LD_LIBRARY_PATH=$USER_LIB_PATH e2e_slurmd_start || return 1
+    local w=$E2E_DIR/work/userlib
+    (as_nobody srun --chdir="$dir" -n 1 --map-by-device="$LIVE_TARGET" "$HPROBE" >"$w.out" 2>"$w.err"; echo $? >"$w.rc") &
+    local srun_pid=$!
+    if e2e_wait_for "[[ -e $go.reached ]]" 30; then
+        for pid in $(pgrep -x slurmstepd); do
+            [[ $(awk '/^Uid:/ {print $2}' "/proc/$pid/status" 2>/dev/null) == "$uid" ]] && child=$pid
+        done
+        if [[ -n ${child:-} ]]; then
+            parent=$(awk '/^PPid:/ {print $2}' "/proc/$child/status")
+            local ids
+            ids="child: $(grep -E '^(Uid|Gid|Groups):' "/proc/$child/status" | tr -s '\t\n' '  ')cwd $(readlink "/proc/$child/cwd");"
+            ids+=" its slurmstepd: $(grep -E '^Uid:' "/proc/$parent/status" | tr -s '\t' ' ') cwd $(readlink "/proc/$parent/cwd")"
+            echo "$ids"
+            FIGURES+=("hostile: a step's discovery child (test-hooks pause): $ids")
+            grep -qxP "Uid:\t$uid\t$uid\t$uid\t$uid" "/proc/$child/status" ||
+                { echo "the child's uids are not the user's alone"; ok=1; }
+            grep -qxP "Gid:\t$gid\t$gid\t$gid\t$gid" "/proc/$child/status" ||
+                { echo "the child's gids are not the user's alone"; ok=1; }
+            [[ $(readlink "/proc/$child/cwd") == / ]] || { echo "the child does not work in /"; ok=1; }
+            grep -qxP "Uid:\t0\t$uid\t0\t$uid" "/proc/$parent/status" ||
+                { echo "the parent is not the slurmstepd this case is about"; ok=1; }
+            [[ $(readlink "/proc/$parent/cwd") == "$dir" ]] || { echo "the step's slurmstepd is not in the job's directory"; ok=1; }
+        else
+            echo "no discovery child of the user's found"; ok=1
+        fi
+    else
+        echo "the step's discovery never paused"; ok=1
+    fi
+    touch "$go"
+    wait "$srun_pid"
+    RC=$(<"$w.rc") OUT=$(sort <"$w.out") ERR=$(<"$w.err")
+    expect_rc 0 && expect_live 1 || { echo "(the paused step)"; ok=1; }
+
+    # Nothing of the user's directory was loaded by a step: the record holds the control's
+    # lines only (and any line there is must show the user's ids and a refused setresuid).
+    step_lines=$(grep -vxF -f <(printf '%s\n' "$control") <(record_lines "$dir"))
+    if [[ -n $step_lines ]]; then
+        echo "the steps loaded the user's libraries:"
+        sed 's/^/  /' <<<"$step_lines"
+        ok=1
+    fi
+    if grep -v " uids=$nobody_ids setresuid0=refused after=$nobody_ids " <(record_lines "$dir"); then
+        echo "a library of the user's ran with root within reach (above)"
+        ok=1
+    fi
+    FIGURES+=("hostile: user libraries in the job's directory, LD_LIBRARY_PATH=$USER_LIB_PATH: the control loaded $(grep -c . <<<"$control"), the steps (cache = false, topology=, a refused cache, paused) $(grep -c . <<<"$step_lines")")
+    echo "${FIGURES[-1]}"
+    e2e_slurmd_stop
+    e2e_install_plugin "$E2E_PLUGIN_BUILT"
+    set_plugstack "config=$LOAD_CONF"
+    rm -rf "$dir" "$w".*
+    e2e_slurmd_start && node_idle || return 1
+    return $ok
+}
+
 # --- Cases: forged log lines (as nobody; GresTypes=gpu, so Slurm's *_VISIBLE_DEVICES are read) --
 
 forge_setup() {
@@ -1012,6 +1201,7 @@ HOSTILE_CASES=(
     "hostile: a 1 MB #SBATCH line and a NUL in a script are refused before a job exists|c_hostile_sbatch_lines"
     "hostile: a spec in #SBATCH and in the environment form: Slurm's precedence, the winner checked|c_hostile_both_forms"
     "hostile: a world-writable cache_dir with planted symlinks: refused by root, targets untouched|c_hostile_world_writable_cache_dir"
+    "hostile: libraries of the user's in the job's directory, slurmd with LD_LIBRARY_PATH=/usr/local/lib:. (cache = false, topology=, a refused cache): nothing loaded, the child holds the user's ids in /, check flags it|c_hostile_user_libraries"
 )
 
 FORGE_CASES=(

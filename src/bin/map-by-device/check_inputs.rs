@@ -28,6 +28,7 @@ pub(crate) fn run_check(args: &CheckArgs) -> Result<(String, bool), CliError> {
         topology_source: topology_source(&args.source, &config),
         cache: cache_probe(args, &setup, &config, configured),
         slurm: slurm_of(&setup),
+        slurmd_env: slurmd_env_of(args, &setup),
         setup,
         problems,
         notes,
@@ -184,6 +185,17 @@ fn cache_probe(args: &CheckArgs, setup: &Setup, config: &Config, configured: boo
                 _ => None,
             };
             Some(check::probe_cache(&dir, plugin.as_deref()))
+        }
+        _ => None,
+    }
+}
+
+/// The running slurmd's environment, looked at when the node checked is this one and a
+/// plugstack line of it names the plugin (the steps it starts are the plugin's).
+fn slurmd_env_of(args: &CheckArgs, setup: &Setup) -> Option<Vec<check::slurmd_env::SlurmdEnvironment>> {
+    match setup {
+        Setup::Configured { entries, .. } if !entries.is_empty() && args.source.topology.is_none() => {
+            Some(check::slurmd_env::read())
         }
         _ => None,
     }
