@@ -704,9 +704,8 @@ c_gres_user_step_gpus() {
     user_step_gpus_probe 1 -n 1 --map-by-device=gpu
     expect_rc 1 && expect_err "(Slurm set no SLURM_STEP_GPUS)" || return 1
     # require_step_gpus = false (every GPU of the node is fair game): the node's first, not 1.
-    local conf=$E2E_DIR/etc/gres-no-require-user.toml
-    { cat "$GRES_CONF"; echo "require_step_gpus = false"; } >"$conf"
-    chmod 644 "$conf"
+    local conf
+    conf=$(gres_conf_with gres-no-require-user "require_step_gpus = false")
     set_plugstack "topology=$FIX_DRM config=$conf"
     user_step_gpus_probe 1 -n 1 --map-by-device=gpu
     expect_rc 0 && expect_out "$(gline 0 0 0 - "${GRES_UUID[0]}")" || return 1
@@ -719,6 +718,15 @@ c_gres_user_step_gpus() {
     done
 }
 
+# gres_conf_with NAME LINE: the GRES cases' config file plus LINE, as $E2E_DIR/etc/NAME.toml
+# (root's, readable); prints its path.
+gres_conf_with() {
+    local conf=$E2E_DIR/etc/$1.toml
+    { cat "$GRES_CONF"; echo "$2"; } >"$conf"
+    chmod 644 "$conf"
+    echo "$conf"
+}
+
 c_gres_types_user_step_gpus() {
     # GresTypes=gpu for the cluster, but this node has no GPU GRES: gres/gpu is loaded in the
     # step all the same, and it removes the user's SLURM_STEP_GPUS (the plugin trusts the
@@ -729,9 +737,8 @@ c_gres_types_user_step_gpus() {
     expect_rc 1 && expect_err "the step has no GPUs on" || return 1
     # The node's config file says its GPUs are not Slurm's (require_step_gpus = false): every
     # GPU of the node is the step's, and still not the user's list.
-    local conf=$E2E_DIR/etc/gres-types-no-require.toml
-    { cat "$GRES_CONF"; echo "require_step_gpus = false"; } >"$conf"
-    chmod 644 "$conf"
+    local conf
+    conf=$(gres_conf_with gres-types-no-require "require_step_gpus = false")
     set_plugstack "topology=$FIX_DRM config=$conf"
     user_step_gpus_probe 1 -n 1 --map-by-device=gpu
     expect_rc 0 || return 1
@@ -945,9 +952,8 @@ c_gres_no_gpus_requested() {
     [[ $OUT == *" SLURM_STEP_GPUS=- CUDA_VISIBLE_DEVICES=-" ]] || { echo "expected the task unmapped, without GPUs"; show; return 1; }
     log_has "default not applied, task runs unmapped: the step has no GPUs on" || return 1
     # require_step_gpus says it explicitly: false maps every GPU of the node, true refuses.
-    local conf=$E2E_DIR/etc/gres-require.toml
-    { cat "$GRES_CONF"; echo "require_step_gpus = false"; } >"$conf"
-    chmod 644 "$conf"
+    local conf
+    conf=$(gres_conf_with gres-require "require_step_gpus = false")
     set_plugstack "topology=$FIX_DRM config=$conf"
     gres_probe -n 1 --map-by-device=gpu
     expect_rc 0 && expect_out "$(gline 0 0 0 - "${GRES_UUID[0]}")" || return 1
