@@ -64,13 +64,15 @@ SUITES=(
 TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm shellcheck "${E2E_READER_PACKAGES[@]}")
 
 # check_demo OUTPUT RC: README command 1 did what the README shows (each task on its GPU's
-# CPU with its UUID, the network mapping, the refusal of a third task).
+# CPU with its UUID, the network mapping, the refusals of a second task on one GPU and of a
+# GPU step that asked Slurm for none).
 check_demo() {
     local out=$1 rc=$2 want ok=0 bad=0
     for want in "task 0: CPUs 0, CUDA_VISIBLE_DEVICES=GPU-2fa8685e-6ae2-c4f4-39df-551ea6a96245" \
         "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=GPU-1bc1cea7-7fd4-5fb3-299e-bdaf9d7efe54" \
         "task 1: CPUs 1, CUDA_VISIBLE_DEVICES=(unset), NCCL_IB_HCA==mlx5_0,mlx5_1" \
-        "3 tasks with ndev=1 need 3 gpu devices"; do
+        "2 tasks with ndev=1 need 2 gpu devices" \
+        "the step has no GPUs on"; do
         if grep -qF -- "$want" "$out"; then ok=$((ok + 1)); else echo "demo output lacks: $want"; bad=$((bad + 1)); fi
     done
     ((rc == 0)) || { echo "scripts/demo.sh exited $rc"; bad=$((bad + 1)); }

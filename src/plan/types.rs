@@ -59,7 +59,7 @@ pub enum PlanError {
     NoDevices { class: DeviceClass, host: String },
     /// The topology holds no PCI function and no OS device at all: it was exported without
     /// its I/O objects (`lstopo` without `--whole-io`, or an hwloc without its PCI support).
-    #[error("the topology of {host} has no I/O devices at all (no PCI function, no OS device), so it names no GPU, network adapter or disk: it was exported without them; export it again with `lstopo --whole-io FILE.xml` (with hwloc's PCI support installed) and use that file")]
+    #[error("the topology of {host} has no I/O devices at all (no PCI function, no OS device), so it names no GPU, network adapter or disk: an lstopo export made without them (export it again with `lstopo --whole-io FILE.xml` and use that file), or an hwloc without its PCI support (Debian: install libhwloc-plugins)")]
     NoIoDevices { host: String },
     /// Only held-back devices of the class: removable media, which is never handed out.
     #[error("node {host} has no {class} devices to hand out ({held}): run on a node that has them, or use --map-by-device=none")]
