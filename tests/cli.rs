@@ -94,6 +94,25 @@ impl TempDir {
             }
         }
     }
+    /// A copy of SRC (a file, or a directory and all below it) as NAME in this directory: a
+    /// path the plugin's settings may name, wherever the checkout is (under /tmp, whose mode
+    /// 1777 the trust rule refuses, the checkout's own files are not such a path).
+    fn copy_in(&self, src: &Path, name: &str) -> String {
+        fn copy(src: &Path, dst: &Path) {
+            if src.is_dir() {
+                std::fs::create_dir_all(dst).unwrap();
+                for entry in std::fs::read_dir(src).unwrap() {
+                    let entry = entry.unwrap();
+                    copy(&entry.path(), &dst.join(entry.file_name()));
+                }
+            } else {
+                std::fs::copy(src, dst).unwrap();
+            }
+        }
+        let dst = self.0.join(name);
+        copy(src, &dst);
+        dst.display().to_string()
+    }
     fn file(&self, name: &str, text: &str) -> String {
         let path = self.0.join(name);
         if let Some(parent) = path.parent() {
@@ -738,8 +757,8 @@ fn check_with_a_config_file() {
         "drm.toml",
         &format!(
             "topology = \"{}\"\nproc_root = \"{}\"\ndefault = \"gpu\"\n",
-            topo("drm-only.xml"),
-            root().join("topologies/drivers/nvidia/proc").display()
+            dir.copy_in(Path::new(&topo("drm-only.xml")), "drm-only.xml"),
+            dir.copy_in(&root().join("topologies/drivers/nvidia/proc"), "proc")
         ),
     );
     let out = ok(&["check", "--config", &c]);
@@ -940,7 +959,8 @@ fn check_reports_cache_and_step_gpu_settings() {
     );
 
     // With topology= the steps read the XML: no cache, and no driver files unless configured.
-    let c = dir.file("xml.toml", &format!("topology = \"{turin}\"\ncache = true\n"));
+    let xml = dir.copy_in(Path::new(&turin), "turin-h200.xml");
+    let c = dir.file("xml.toml", &format!("topology = \"{xml}\"\ncache = true\n"));
     let out = ok(&["check", "--config", &c]);
     contains_all(
         &out,
