@@ -316,9 +316,14 @@ def main():
             documented += 1
             if os.environ.get("PRRTE_VERBOSE"):
                 print(f"documented ({row.title}): {where}: {detail}")
+    names = [x.name for x in xmls]
     for row in rows:
         keys = " ".join(f"{k}={g}" for k, g in row.matches)
-        if row.used == 0:
+        fixtures = [g for k, g in row.matches if k == "fixture"]
+        if row.used == 0 and fixtures and not fnmatch.filter(names, fixtures[0]):
+            # A row of a real export (../shared/topologies) where that directory is absent.
+            print(f"skipped: row '{row.title}' (`{keys}`): no topology here is {fixtures[0]}")
+        elif row.used == 0:
             failed += 1
             print(f"FAIL: row '{row.title}' (`{keys}`) of {DOC.name} no longer differs: remove it")
         else:
