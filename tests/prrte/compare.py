@@ -284,6 +284,34 @@ def compare(cli, topo, case):
     return [(dict(case, var=v), difference(mine, theirs, [v])) for v in VARIABLES]
 
 
+# Controls: mistranslations that must be seen as differences (of this kind), so that a
+# comparison that could not tell two plans apart fails instead of agreeing with everything.
+# (fixture, PRRTE --map-by, --bind-to, plugin spec, tasks, expected difference)
+CONTROLS = [
+    ("turin-h200.xml", "device=gpu", "core", "gpu:interleave:bind=core", 2, "devices"),
+    ("turin-h200.xml", "device=gpu", "core", "gpu:bind=numa", 2, "cpus"),
+    ("turin-h200.xml", "device=gpu", "core", "gpu:bind=core", 5, "refusal-plugin"),
+    ("e2e-2gpu.xml", "device=gpu", "core", "gpu:shared:bind=core", 3, "refusal-prrte"),
+]
+
+
+def controls(cli, topos):
+    """The CONTROLS that did not come out as expected, as failure lines."""
+    bad = []
+    for name, mapby, bind, spec, ntasks, want in CONTROLS:
+        xml = next((x for x in topos if x.name == name and x.parent.name == "topologies"), None)
+        if xml is None:
+            bad.append(f"control {name}: not among the topologies compared")
+            continue
+        mine = plan(cli, xml, spec, ntasks)
+        theirs = prrte_map(topos[xml], mapby, bind, ntasks)
+        got = difference(mine, theirs, ["devices", "cpus"])
+        if (got[0] if got else None) != want:
+            bad.append(f"control {name} -n {ntasks} --map-by {mapby} --bind-to {bind} against {spec}: "
+                       f"expected a {want} difference, got {got}")
+    return bad
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -298,6 +326,10 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         results = [r for rs in pool.map(lambda case: compare(cli, topos[case["xml"]], case), cases) for r in rs]
     agree = documented = failed = 0
+    bad_controls = controls(cli, topos)
+    for line in bad_controls:
+        failed += 1
+        print(f"FAIL: {line}")
     for case, diff in results:
         if diff is None:
             agree += 1
@@ -328,9 +360,10 @@ def main():
             print(f"FAIL: row '{row.title}' (`{keys}`) of {DOC.name} no longer differs: remove it")
         else:
             print(f"row '{row.title}' (`{keys}`): {row.used} cases")
-    print(f"{version}; {len(xmls)} topologies, {len(cases)} runs, {len(results)} comparisons")
+    print(f"{version}; {len(xmls)} topologies, {len(cases)} runs, {len(results)} comparisons, "
+          f"{len(CONTROLS)} controls (mistranslations that must differ)")
     print(f"{agree} agree, {documented} differ as documented, {failed} failures")
-    print(f"{agree + documented} passed, {failed} failed")
+    print(f"{agree + documented + len(CONTROLS) - len(bad_controls)} passed, {failed} failed")
     return 1 if failed else 0
 
 
