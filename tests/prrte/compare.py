@@ -246,9 +246,9 @@ def cases_of(cli, xml):
     out = []
     for c in CLASSES:
         rc, data, err = run([cli, "devices", "--topology", str(xml), "--class", c, "--json"])
-        if rc != 0:
-            sys.exit(f"{cli} devices --topology {xml} --class {c}: {err.strip()}")
-        devices = json.loads(data)["devices"]
+        # A topology the plugin lists no device of (an export without I/O objects, which it
+        # refuses) is still compared: every spec then meets the plugin's refusal.
+        devices = json.loads(data)["devices"] if rc == 0 else []
         given = [d for d in devices if "held_back" not in d]
         n = len(given)
         name = given[0]["name"] if given else None
