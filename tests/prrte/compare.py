@@ -71,7 +71,8 @@ def run(cmd, env=None):
 
 
 class Topology:
-    """What the comparison needs of an XML: each OS device's PCI bus id, and the PUs of each
+    """What the comparison needs of an XML: each OS device's PCI bus id (its name where it has
+    no PCI function, as the plan's JSON has no bus id for it either), and the PUs of each
     core (or PU) by logical index (hwloc's logical indexes follow the XML's tree order)."""
 
     def __init__(self, path):
@@ -130,6 +131,14 @@ def plan(cli, xml, spec, ntasks, extra=()):
         {"devices": [d["busid"] for d in t["devices"]], "names": [d["name"] for d in t["devices"]], "cpus": cpulist(t["cpus"]),
          "env": {v: t["env"].get(v, UNSET) for v in VARIABLES}}
         for t in data["tasks"]]}
+
+
+def keyed(topo, result):
+    """The plan with each device as PRRTE's side has it: the PCI bus id of its OS device in
+    the XML (a SATA disk's is its controller's, which the plan does not give), else its name."""
+    for rank in result.get("ranks", []):
+        rank["devices"] = [topo.busid.get(n, b or n) for n, b in zip(rank["names"], rank["devices"])]
+    return result
 
 
 def prrte_env(xml):
@@ -274,7 +283,7 @@ def cases_of(cli, xml):
 def compare(cli, topo, case):
     """[(case, difference or None)]: one for a mapping, one per variable for a launch (or one
     where only one side refused)."""
-    mine = plan(cli, case["xml"], case["spec"], case["n"], case["extra"])
+    mine = keyed(topo, plan(cli, case["xml"], case["spec"], case["n"], case["extra"]))
     if not case["vars"]:
         theirs = prrte_map(topo, case["map"], case["bind"], case["n"])
         return [(case, difference(mine, theirs, ["devices", "cpus"]))]
@@ -290,8 +299,8 @@ def compare(cli, topo, case):
 CONTROLS = [
     ("turin-h200.xml", "device=gpu", "core", "gpu:interleave:bind=core", 2, "devices"),
     ("turin-h200.xml", "device=gpu", "core", "gpu:bind=numa", 2, "cpus"),
-    ("turin-h200.xml", "device=gpu", "core", "gpu:bind=core", 5, "refusal-plugin"),
-    ("e2e-2gpu.xml", "device=gpu", "core", "gpu:shared:bind=core", 3, "refusal-prrte"),
+    ("turin-h200.xml", "device=gpu:shared", "core", "gpu:bind=core", 5, "refusal-plugin"),
+    ("turin-h200.xml", "device=gpu", "core", "gpu:shared:bind=core", 5, "refusal-prrte"),
 ]
 
 
@@ -303,7 +312,7 @@ def controls(cli, topos):
         if xml is None:
             bad.append(f"control {name}: not among the topologies compared")
             continue
-        mine = plan(cli, xml, spec, ntasks)
+        mine = keyed(topos[xml], plan(cli, xml, spec, ntasks))
         theirs = prrte_map(topos[xml], mapby, bind, ntasks)
         got = difference(mine, theirs, ["devices", "cpus"])
         if (got[0] if got else None) != want:
