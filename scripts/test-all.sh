@@ -53,6 +53,9 @@ SUITES=(
     "hardening|tests/e2e/hardening.sh"
     "multinode|tests/e2e/multinode/run.sh"
     "browser|tests/browser/run.sh"
+    # The planner against PRRTE 5's own --map-by device= (Debian sid only; elsewhere one
+    # "skipped: " line at once). Starts no Slurm.
+    "prrte|tests/prrte/run.sh"
     "packages|tests/package/run.sh"
     "demo|scripts/demo.sh >/tmp/mbd-demo.out 2>&1; rc=\$?; cat /tmp/mbd-demo.out; check_demo /tmp/mbd-demo.out \$rc"
     "bench|tests/e2e/bench.sh"
@@ -62,6 +65,12 @@ SUITES=(
 # the e2e suite's reader cases run UCX and numactl in tasks (lib.sh's E2E_READER_PACKAGES); the
 # check_shell suite below lints every shell script with shellcheck.
 TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm shellcheck "${E2E_READER_PACKAGES[@]}")
+# The prrte suite's PRRTE (tests/prrte/run.sh): 5.0 (libprrte-bin 5.0.0~rc1, its docs in
+# prrte-common) is packaged in Debian sid only; Debian 12 and 13 have no PRRTE with
+# --map-by device=, and the suite says it skipped there.
+if grep -q '/sid' /etc/debian_version 2>/dev/null; then
+    TEST_PACKAGES+=(libprrte-bin prrte-common)
+fi
 
 # check_demo OUTPUT RC: README command 1 did what the README shows (each task on its GPU's
 # CPU with its UUID, the network mapping, the refusals of a second task on one GPU and of a
