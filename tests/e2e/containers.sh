@@ -135,13 +135,11 @@ c_ap_env() { contained nobody ap-env same; }
 c_ap_prefix() { contained nobody ap-prefix same; }
 
 main() {
-    local t0=$SECONDS cases=() pkgs=(charliecloud-runtime busybox-static) have_apptainer=0 ver
+    local t0=$SECONDS cases=() have_apptainer=0 ver
     e2e_require_root "tests/e2e/containers.sh starts slurmd and slurmctld"
-    # Apptainer: only where Debian packages it (sid).
-    if apt-cache show apptainer >/dev/null 2>&1 || dpkg-query -W apptainer >/dev/null 2>&1; then
-        pkgs+=(apptainer) have_apptainer=1
-    fi
-    e2e_install_packages "${pkgs[@]}" || abort "installing ${pkgs[*]}"
+    # Apptainer: only where Debian packages it (sid: lib.sh's E2E_CONTAINER_PACKAGES).
+    [[ " ${E2E_CONTAINER_PACKAGES[*]} " == *" apptainer "* ]] && have_apptainer=1
+    e2e_install_packages "${E2E_CONTAINER_PACKAGES[@]}" || abort "installing ${E2E_CONTAINER_PACKAGES[*]}"
     e2e_build_plugin || abort "building the plugin"
     [[ -r $FIX ]] || abort "fixture $FIX missing"
     mapfile -t UUIDS < <(grep -o 'name="NVIDIAUUID" value="[^"]*"' "$FIX" | sed 's/.*value="//;s/"$//')
