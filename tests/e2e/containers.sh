@@ -156,12 +156,12 @@ main() {
     cases+=("containers: charliecloud ch-run as root: inside == outside|c_ch_root"
         "containers: charliecloud ch-run as nobody: inside == outside|c_ch_user"
         "containers: charliecloud --unset-env clears the variables, not the CPUs|c_ch_unset"
-        "containers: charliecloud --unset-env, --set-env per variable: inside == outside|c_ch_set")
+        "containers: charliecloud --unset-env, --set-env each: inside == outside|c_ch_set")
     if ((have_apptainer)); then
         NOTES+=("Apptainer $(dpkg-query -W -f='${Version}' apptainer 2>/dev/null)")
         cases+=("containers: apptainer exec as nobody: inside == outside|c_ap_user"
             "containers: apptainer --cleanenv clears the variables, not the CPUs|c_ap_clean"
-            "containers: apptainer --cleanenv, --env per variable: inside == outside|c_ap_env"
+            "containers: apptainer --cleanenv, --env each: inside == outside|c_ap_env"
             "containers: apptainer --cleanenv, APPTAINERENV_NAME each: inside == outside|c_ap_prefix")
     else
         SKIPS+=("Apptainer cases: no apptainer package in this Debian release (only sid has one)")
