@@ -5,6 +5,7 @@
 #   .ci/roots.sh create SUITE DIR     debootstrap --variant=minbase SUITE into DIR
 #   .ci/roots.sh copy DIR             a clone of this repository's HEAD into DIR/srv/map-by-device
 #   .ci/roots.sh run DIR CMD...       mounts, runs CMD inside the root (cwd: the clone), unmounts
+#                                     (the root is entered with pivot_root, not chroot: below)
 #   .ci/roots.sh shell DIR            the same with an interactive bash
 #   .ci/roots.sh cleanup DIR          stops what runs inside DIR, unmounts everything under it
 #
@@ -23,6 +24,11 @@
 #   mounts of $MBD_CI_CACHE/apt/SUITE and $MBD_CI_CACHE/cargo-registry. Every package is still
 #   installed inside the root, by the project's own scripts; the caches only spare downloads.
 # A policy-rc.d keeps package scripts from starting daemons (the tests start their own).
+# The root is entered with pivot_root in a private mount namespace (unshare --mount), not with
+# chroot: the kernel refuses a new user namespace to a chrooted process, which Charliecloud
+# (0.38 and later: "can't init user+mount namespaces") and Apptainer ("Running inside a weak
+# chrooted environment") need for the container suite. What the commands mount inside stays
+# in that namespace and goes with its last process; the host side is unmounted as before.
 # sid's Release file may be past its Valid-Until date: apt ignores that date in sid roots.
 
 MBD_CI_MIRROR=${MBD_CI_MIRROR:-http://deb.debian.org/debian}
@@ -33,6 +39,8 @@ MBD_CI_SRC=/srv/map-by-device
 MBD_CI_CARGO_HOME=/var/lib/map-by-device-ci/cargo
 MBD_CI_CA_FILE=${MBD_CI_CA_FILE:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}
 MBD_CI_CA_IN_ROOT=/etc/map-by-device-ci/host-ca.crt
+# The mount namespaces roots_exec entered the root in (on the root's /run tmpfs).
+MBD_CI_MNTNS_FILE=/run/map-by-device-ci-mntns
 
 roots_log() { printf 'ci: %s\n' "$*" >&2; }
 
@@ -118,15 +126,20 @@ roots_bind() {
     fi
 }
 
-# roots_stop_processes DIR: every process whose root directory is DIR (started inside it),
-# TERM then KILL, by pid.
+# roots_stop_processes DIR: every process started inside DIR, TERM then KILL, by pid: those
+# in the mount namespaces roots_exec made for it (recorded in DIR/run, whose tmpfs is the
+# host's), and those whose root directory is DIR (a chroot into it).
 roots_stop_processes() {
-    local dir sig p pids i
+    local dir sig p pids i ns=()
     dir=$(realpath "$1")
+    [[ -r $dir$MBD_CI_MNTNS_FILE ]] && mapfile -t ns <"$dir$MBD_CI_MNTNS_FILE"
     for sig in TERM KILL; do
         pids=()
         for p in /proc/[0-9]*; do
-            [[ $(readlink "$p/root" 2>/dev/null) == "$dir" ]] && pids+=("${p#/proc/}")
+            if [[ $(readlink "$p/root" 2>/dev/null) == "$dir" ]] ||
+                { ((${#ns[@]})) && printf '%s\n' "${ns[@]}" | grep -qxF -- "$(readlink "$p/ns/mnt" 2>/dev/null)"; }; then
+                pids+=("${p#/proc/}")
+            fi
         done
         ((${#pids[@]})) || return 0
         roots_log "stopping ${#pids[@]} processes left in $dir ($sig): ${pids[*]}"
@@ -155,12 +168,26 @@ roots_cleanup() {
     roots_umount "$1"
 }
 
-# roots_exec DIR CMD...: runs CMD inside the (mounted) root with a clean environment.
+# roots_exec DIR CMD...: runs CMD inside the (mounted) root with a clean environment, entered
+# with pivot_root (see the top of this file): in a private mount namespace, DIR (a mount point
+# of its own: roots_mount) becomes "/" and the host's root is detached. The namespace's id is
+# appended to DIR/run/ (roots_stop_processes).
 roots_exec() {
     local dir=$1 ca=()
     shift
     [[ -s $dir$MBD_CI_CA_IN_ROOT ]] && ca=(SSL_CERT_FILE="$MBD_CI_CA_IN_ROOT" CARGO_HTTP_CAINFO="$MBD_CI_CA_IN_ROOT")
-    chroot "$dir" /usr/bin/env -i "${ca[@]}" \
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    unshare --mount --propagation private /bin/bash -c '
+        set -e
+        readlink /proc/self/ns/mnt >>"$1$2"
+        cd "$1"
+        mkdir -p .ci-old-root
+        pivot_root . .ci-old-root
+        cd /
+        umount -l /.ci-old-root
+        rmdir /.ci-old-root
+        shift 2
+        exec "$@"' roots-pivot "$dir" "$MBD_CI_MNTNS_FILE" /usr/bin/env -i "${ca[@]}" \
         HOME=/root USER=root LOGNAME=root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
         PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         CARGO_HOME="$MBD_CI_CARGO_HOME" CARGO_TERM_COLOR=never \
@@ -179,7 +206,7 @@ roots_run() {
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     set -uo pipefail
-    [[ $(id -u) == 0 ]] || { echo ".ci/roots.sh: run as root (debootstrap, mount, chroot)" >&2; exit 1; }
+    [[ $(id -u) == 0 ]] || { echo ".ci/roots.sh: run as root (debootstrap, mount, pivot_root)" >&2; exit 1; }
     cmd=${1:-}
     shift || true
     case $cmd in

@@ -51,6 +51,7 @@ SUITES=(
     "device|tests/device/run.sh --stage"
     "e2e|tests/e2e/run.sh"
     "hardening|tests/e2e/hardening.sh"
+    "containers|tests/e2e/containers.sh"
     "multinode|tests/e2e/multinode/run.sh"
     "browser|tests/browser/run.sh"
     # The planner against PRRTE 5's own --map-by device= (Debian sid only; elsewhere one
@@ -63,8 +64,9 @@ SUITES=(
 # Packages the suites need beyond tests/e2e/lib.sh's E2E_PACKAGES (the build and the local
 # Slurm): the fixture check runs hwloc's own tools; the package suite builds a .deb and an RPM;
 # the e2e suite's reader cases run UCX and numactl in tasks (lib.sh's E2E_READER_PACKAGES); the
-# check_shell suite below lints every shell script with shellcheck.
-TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm shellcheck "${E2E_READER_PACKAGES[@]}")
+# check_shell suite below lints every shell script with shellcheck; the containers suite runs
+# Charliecloud and (sid) Apptainer (lib.sh's E2E_CONTAINER_PACKAGES).
+TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm shellcheck "${E2E_READER_PACKAGES[@]}" "${E2E_CONTAINER_PACKAGES[@]}")
 # The prrte suite's PRRTE (tests/prrte/run.sh): 5.0 (libprrte-bin 5.0.0~rc1, its docs in
 # prrte-common) is packaged in Debian sid only; Debian 12 and 13 have no PRRTE with
 # --map-by device=, and the suite says it skipped there.

@@ -6,7 +6,8 @@
 //!   which of them a step given only part of the node's CPUs is handed ([`PartialStep`]);
 //! - for each GPU, whether it can be named to its runtime and from where (an hwloc backend's
 //!   info key, or a kernel driver file), and if not, the refusal a user would get, with its fix;
-//! - whether the plugin is enabled (a `plugstack.conf` line) and its settings are valid;
+//! - whether the plugin is enabled (a `plugstack.conf` line) and its settings are valid, and
+//!   whether it is loaded after pyxis where pyxis is there too ([`pyxis_order_problems`]);
 //! - whether the admin's `default=` maps on this node (planned for one task), and what it does
 //!   for a step of one task per device of its class and of one task more ([`DefaultStep`]);
 //! - whether a hand-written gres.conf numbers the GPUs in the order the plugin maps them
@@ -49,8 +50,8 @@ pub use crate::config::CACHE_FILE_NAME;
 pub use findings::partial_steps;
 pub use gres::{read_gres_types, read_input as read_gres, GresGpu, GresInput, GresReport};
 pub use plugstack::{
-    is_this_plugin, parse_plugstack, read_plugstack, slurm_conf, system_plugstack, PluginEntry, PlugstackFindings,
-    PlugstackItem, PlugstackLine, Setup,
+    is_pyxis, is_this_plugin, parse_plugstack, pyxis_order_problems, read_plugstack, slurm_conf, system_plugstack,
+    LoadedPlugin, Place, PluginEntry, PlugstackFindings, PlugstackItem, PlugstackLine, Setup,
 };
 pub use release::{node_slurm, NodeSlurmError, PluginVersionError};
 
@@ -330,6 +331,82 @@ pub(crate) mod tests {
         assert!(is_this_plugin("map_by_device.so"));
         assert!(!is_this_plugin("/usr/lib/slurm/spank_pyxis.so"));
         assert!(!is_this_plugin("/opt/map_by_device/spank_other.so"));
+    }
+
+    /// pyxis loaded after this plugin hands every task task 0's variables: a problem naming
+    /// the line to move, through `include`s too; pyxis first (or absent) is no problem.
+    #[test]
+    fn pyxis_must_be_loaded_before_the_plugin() {
+        let dir = std::env::temp_dir().join(format!("mbd-pyxis-order-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("plugstack.conf.d")).unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+        let read = |name: &str| {
+            let mut found = PlugstackFindings::default();
+            read_plugstack(&dir.join(name), 0, &mut found);
+            found
+        };
+        let d = dir.display();
+        let ours = "required /usr/lib/slurm/map_by_device.so default=gpu\n";
+        let pyxis = "required /usr/local/lib/slurm/spank_pyxis.so\n";
+        // Same file, wrong order: move our line after pyxis's.
+        write("a.conf", &format!("# site\n{ours}{pyxis}"));
+        let found = read("a.conf");
+        assert_eq!(found.problems.len(), 1, "{:?}", found.problems);
+        let p = &found.problems[0];
+        assert!(
+            p.starts_with(&format!("pyxis ({d}/a.conf line 3) is loaded after map-by-device ({d}/a.conf line 2)")),
+            "{p}"
+        );
+        assert!(p.contains("every task would get task 0's CUDA_VISIBLE_DEVICES"), "{p}");
+        assert!(p.contains("pyxis 0.24.0, pyxis_slurmstepd.c"), "{p}");
+        assert!(
+            p.ends_with(&format!(
+                "move {d}/a.conf line 2 (the line that loads map-by-device) after line 3 (the line that loads pyxis)"
+            )),
+            "{p}"
+        );
+        // The right order, and no pyxis at all: nothing to say.
+        write("b.conf", &format!("{pyxis}{ours}"));
+        assert!(read("b.conf").problems.is_empty());
+        write("c.conf", ours);
+        assert!(read("c.conf").problems.is_empty());
+        // pyxis brought in by an include after our line: move our line after the include.
+        write("plugstack.conf.d/pyxis.conf", pyxis);
+        write("d.conf", &format!("{ours}include plugstack.conf.d/*.conf\n"));
+        let found = read("d.conf");
+        assert_eq!(found.problems.len(), 1, "{:?}", found.problems);
+        assert!(
+            found.problems[0].ends_with(&format!(
+                "move {d}/d.conf line 1 (the line that loads map-by-device) after line 2 (the include that brings pyxis in)"
+            )),
+            "{}",
+            found.problems[0]
+        );
+        // Both in files of one include, ours sorting first: rename ours.
+        write("plugstack.conf.d/map-by-device.conf", ours);
+        write("e.conf", "include plugstack.conf.d/*.conf\n");
+        let found = read("e.conf");
+        assert_eq!(found.problems.len(), 1, "{:?}", found.problems);
+        assert!(
+            found.problems[0].ends_with(&format!(
+                "rename {d}/plugstack.conf.d/map-by-device.conf so that it sorts after {d}/plugstack.conf.d/pyxis.conf \
+                 (the include at {d}/e.conf line 1 reads them in name order)"
+            )),
+            "{}",
+            found.problems[0]
+        );
+        // Renamed to sort after pyxis's file: fine.
+        std::fs::rename(
+            dir.join("plugstack.conf.d/map-by-device.conf"),
+            dir.join("plugstack.conf.d/zz-map-by-device.conf"),
+        )
+        .unwrap();
+        let found = read("e.conf");
+        assert!(found.problems.is_empty(), "{:?}", found.problems);
+        assert_eq!(found.loaded.len(), 2);
+        assert!(is_pyxis(&found.loaded[0].path) && is_this_plugin(&found.loaded[1].path));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

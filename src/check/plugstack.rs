@@ -1,7 +1,8 @@
 //! `plugstack.conf` as Slurm reads it: the lines that load a plugin, `include` lines, and
 //! lines Slurm would refuse; and what the caller found about the plugin's configuration.
 //! [`parse_plugstack`] reads one text; [`read_plugstack`] reads the files, following their
-//! `include` lines, for `map-by-device check`.
+//! `include` lines, for `map-by-device check`, with the order in which Slurm loads their
+//! plugins ([`pyxis_order_problems`]: pyxis must come first).
 
 use crate::config::Config;
 use std::path::{Path, PathBuf};
@@ -178,12 +179,99 @@ fn expand_include(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, IncludeErr
     Ok(out)
 }
 
+/// A place in the plugstack files: a file (as displayed) and a 1-based line number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub file: String,
+    pub line: usize,
+}
+
+/// A plugin line as Slurm reaches it, in the order Slurm loads the plugins (and so runs each
+/// hook: SPANK calls the plugins of a hook one after the other, in plugstack order, an
+/// `include` standing for the lines of the files it names, sorted by name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedPlugin {
+    /// The plugin path as written.
+    pub path: String,
+    /// The `include` lines that led to it (the main file's first), then its own line.
+    pub chain: Vec<Place>,
+}
+
 /// What the plugstack files say about this plugin: its lines, the files read, problems.
 #[derive(Default)]
 pub struct PlugstackFindings {
     pub entries: Vec<PluginEntry>,
     pub files: Vec<String>,
     pub problems: Vec<String>,
+    /// Every plugin line, in Slurm's load order.
+    pub loaded: Vec<LoadedPlugin>,
+    /// The `include` lines being followed (read_plugstack's recursion).
+    including: Vec<Place>,
+}
+
+/// Whether a plugstack path names NVIDIA's pyxis (`spank_pyxis.so`, as its Makefile installs it).
+pub fn is_pyxis(path: &str) -> bool {
+    path.rsplit('/').next().unwrap_or(path).contains("pyxis")
+}
+
+/// The order rule for pyxis (NVIDIA's SPANK plugin for enroot containers), read in its source
+/// (pyxis 0.24.0, pyxis_slurmstepd.c): in `slurm_spank_task_init` the first task of the node
+/// starts the container with that task's environment, and then every task copies the
+/// container's `/proc/PID/environ` into its own environment, overwriting (only the names of
+/// `--container-env` are kept). A plugin whose `task_init` runs before pyxis's has its
+/// variables replaced by task 0's: every task of the step would name task 0's GPU. So
+/// map-by-device must be loaded after pyxis. One problem per line of this plugin that some
+/// pyxis line follows, with the line to move.
+pub fn pyxis_order_problems(loaded: &[LoadedPlugin]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, ours) in loaded.iter().enumerate().filter(|(_, p)| is_this_plugin(&p.path)) {
+        let Some(pyxis) = loaded[i + 1..].iter().find(|p| is_pyxis(&p.path)) else { continue };
+        let (Some(ours_at), Some(pyxis_at)) = (ours.chain.last(), pyxis.chain.last()) else { continue };
+        out.push(format!(
+            "pyxis ({} line {}) is loaded after map-by-device ({} line {}): pyxis's task_init copies its \
+             container's environment into every task, overwriting, so in a step with --container-image every \
+             task would get task 0's CUDA_VISIBLE_DEVICES and other device variables (pyxis 0.24.0, \
+             pyxis_slurmstepd.c); {}",
+            pyxis_at.file,
+            pyxis_at.line,
+            ours_at.file,
+            ours_at.line,
+            order_fix(&ours.chain, &pyxis.chain)
+        ));
+    }
+    out
+}
+
+/// How to put the plugin's line (`ours`) after pyxis's (`pyxis`): where their chains part, the
+/// line to move, or the included file to rename.
+fn order_fix(ours: &[Place], pyxis: &[Place]) -> String {
+    let split = ours.iter().zip(pyxis).take_while(|(a, b)| a == b).count();
+    let (Some(a), Some(b)) = (ours.get(split), pyxis.get(split)) else {
+        return "load map_by_device.so after pyxis".to_string();
+    };
+    let what = |chain: &[Place], name: &str| {
+        if split + 1 == chain.len() {
+            format!("the line that loads {name}")
+        } else {
+            format!("the include that brings {name} in")
+        }
+    };
+    if a.file == b.file {
+        format!(
+            "move {} line {} ({}) after line {} ({})",
+            a.file,
+            a.line,
+            what(ours, "map-by-device"),
+            b.line,
+            what(pyxis, "pyxis")
+        )
+    } else {
+        let include = split.checked_sub(1).and_then(|k| ours.get(k));
+        let by = include.map_or(String::new(), |p| {
+            format!(" (the include at {} line {} reads them in name order)", p.file, p.line)
+        });
+        format!("rename {} so that it sorts after {}{by}", a.file, b.file)
+    }
 }
 
 /// Reads the plugstack.conf at `path` and the files it includes (`depth` deep already) into
@@ -202,7 +290,13 @@ pub fn read_plugstack(path: &Path, depth: usize, found: &mut PlugstackFindings) 
     };
     found.files.push(path.display().to_string());
     let base = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let place = |line: usize| Place { file: path.display().to_string(), line };
     for item in parse_plugstack(&text) {
+        if let PlugstackItem::Plugin(l) = &item {
+            let mut chain = found.including.clone();
+            chain.push(place(l.line));
+            found.loaded.push(LoadedPlugin { path: l.path.clone(), chain });
+        }
         match item {
             PlugstackItem::Plugin(line) if is_this_plugin(&line.path) => {
                 let exists = Path::new(&line.path).is_absolute().then(|| Path::new(&line.path).is_file());
@@ -219,9 +313,11 @@ pub fn read_plugstack(path: &Path, depth: usize, found: &mut PlugstackFindings) 
             PlugstackItem::Plugin(_) => {}
             PlugstackItem::Include { line, pattern } => match expand_include(&pattern, &base) {
                 Ok(files) => {
+                    found.including.push(place(line));
                     for f in files {
                         read_plugstack(&f, depth + 1, found);
                     }
+                    found.including.pop();
                 }
                 Err(e) => found.problems.push(format!("{} line {line}: {e}", path.display())),
             },
@@ -230,5 +326,9 @@ pub fn read_plugstack(path: &Path, depth: usize, found: &mut PlugstackFindings) 
                 path.display()
             )),
         }
+    }
+    if depth == 0 {
+        let order = pyxis_order_problems(&found.loaded);
+        found.problems.extend(order);
     }
 }

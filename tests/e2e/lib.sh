@@ -45,6 +45,14 @@ fi
 # with its own before it takes the machine's lock, run.sh again if missing.
 # shellcheck disable=SC2034 # for the scripts that source this file
 E2E_READER_PACKAGES=(ucx-utils numactl)
+# The container suite's runtimes (tests/e2e/containers.sh), installed with the others by
+# scripts/test-all.sh: Charliecloud's ch-run and busybox for its image on every release,
+# Apptainer where Debian packages it (sid only: its debian_version reads "<codename>/sid").
+# shellcheck disable=SC2034 # for the scripts that source this file
+E2E_CONTAINER_PACKAGES=(charliecloud-runtime busybox-static)
+if [[ $(cat /etc/debian_version 2>/dev/null) == */sid ]]; then
+    E2E_CONTAINER_PACKAGES+=(apptainer)
+fi
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""
