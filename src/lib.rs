@@ -11,6 +11,7 @@
 // Tests may unwrap: a panic there is a failed test, not a crashed slurmstepd.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod affinity;
 pub mod bounded;
 pub mod cache;
 pub mod check;

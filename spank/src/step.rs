@@ -6,10 +6,10 @@
 //! `user_init` fails, so every refusal is kept in [`Step`] and reported by the tasks, where
 //! a failed hook fails the step (srun exits 1).
 
-use crate::affinity;
 use crate::args::ArgsError;
 use crate::cache;
 use crate::discover::DiscoverError;
+use map_by_device::affinity;
 use map_by_device::config::Config;
 use map_by_device::cpuset::{CpuListError, CpuSet};
 use map_by_device::device::DeviceClass;
