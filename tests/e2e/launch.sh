@@ -30,10 +30,13 @@ OMPI_ROOT_ENV=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 PLUGIN_VARS=(CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES ZE_AFFINITY_MASK ZE_FLAT_DEVICE_HIERARCHY NCCL_IB_HCA
     UCX_NET_DEVICES PSM3_NIC OMP_NUM_THREADS OMP_PLACES OMP_PROC_BIND PMIX_DEVICE_ID)
 LAUNCH_WHERE=()
+LAUNCH_OWN_VARS=""
 # Set by the suite: MBD_NODE_GPUS[node]: "UUID,UUID" of the node's GPUs in bus order, and
 # MBD_NODE_GPU_CPUS[node] the CPUs next to all of them (a node without GPUs: unset);
-# MBD_GPU_NAME[UUID]: the short name the notes give it.
-declare -gA MBD_NODE_GPUS=() MBD_NODE_GPU_CPUS=() MBD_GPU_NAME=()
+# MBD_GPU_NAME[UUID]: the short name the notes give it; MBD_NODE_SLURM_GPUS[node]: the
+# GPU list Slurm itself sets where it manages the node's GPUs (a default that stepped aside
+# leaves it).
+declare -gA MBD_NODE_GPUS=() MBD_NODE_GPU_CPUS=() MBD_GPU_NAME=() MBD_NODE_SLURM_GPUS=()
 
 # launch_init [VAR...]: RPROBE prints the probe's line with the launcher's rank and local
 # rank in place of Slurm's, and each VAR the probe does not print; TORCH_LAUNCH; MBD.
@@ -51,6 +54,12 @@ case \${LAUNCH_KIND:-} in
 esac
 if [[ -z \${r:-} || -z \${l:-} ]]; then
     echo "a rank of \${LAUNCH_KIND:-no launcher} without its rank variables: \$(env | grep -E '^(OMPI_COMM_WORLD_|PMI_RANK|MPI_LOCAL|LOCAL_RANK|RANK|SLURM_PROCID|SLURM_LOCALID)' | sort | tr '\n' ' ')"
+    exit 1
+fi
+# A launcher that forked the rank itself, outside any step (Open MPI where it takes the
+# allocation's node for its own), would prove nothing about the daemon's step.
+if [[ \${LAUNCH_KIND:-} != slurm && -z \${SLURM_STEP_ID:-} ]]; then
+    echo "a rank of \$LAUNCH_KIND outside any Slurm step (rank \$r): the launcher did not start it through srun"
     exit 1
 fi
 line=\$(SLURM_PROCID=\$r SLURM_LOCALID=\$l "$PROBE")
@@ -109,6 +118,9 @@ launch_build_cli() {
 launch() {
     local kind=$1 ext=$2 n=$3 env=(LAUNCH_KIND="$1")
     shift 3
+    # What the launcher itself sets in its ranks, never the plugin's doing (torchrun: OMP_NUM_THREADS=1).
+    LAUNCH_OWN_VARS=""
+    [[ $kind == torch ]] && LAUNCH_OWN_VARS=OMP_NUM_THREADS
     case $kind in
         ompi)
             env+=("${OMPI_ROOT_ENV[@]}")
@@ -163,9 +175,10 @@ expect_default_ranks() {
         have=$(field "$l" CUDA_VISIBLE_DEVICES)
         [[ $have == - || -z $have ]] && have=$(field "$l" ROCR_VISIBLE_DEVICES)
         gpus=${MBD_NODE_GPUS[$node]:-}
-        if [[ $have == - || -z $have ]]; then
-            # Stepped aside: no variable of the plugin's at all.
+        if [[ $have == - || -z $have || $have == "${MBD_NODE_SLURM_GPUS[$node]:-}" ]]; then
+            # Stepped aside: no variable of the plugin's at all (Slurm's own GPU list stays).
             for v in "${PLUGIN_VARS[@]}"; do
+                [[ $v == CUDA_VISIBLE_DEVICES || $v == ROCR_VISIBLE_DEVICES || " $LAUNCH_OWN_VARS " == *" $v "* ]] && continue
                 local val
                 val=$(field "$l" "$v")
                 [[ -z $val || $val == - ]] || { echo "rank $rank: no GPU variable but $v=$val (a partial mapping)"; bad=1; }
@@ -210,6 +223,8 @@ launch_note() {
         names=()
         if [[ $have == - || -z $have ]]; then
             names=(none)
+        elif [[ $have == "${MBD_NODE_SLURM_GPUS[${node:-$E2E_NODE}]:-}" ]]; then
+            names=("Slurm's $have")
         else
             for g in ${have//,/ }; do names+=("${MBD_GPU_NAME[$g]:-$g}"); done
         fi

@@ -671,6 +671,7 @@ launch_default_case() {
                 expect_default_ranks 2 || { echo "(default=$spec, $ext)"; bad=1; }
             else
                 for v in "${PLUGIN_VARS[@]}"; do
+                    [[ " $LAUNCH_OWN_VARS " == *" $v "* ]] && continue
                     grep -q " $v=[^-]" <<<"$OUT" && { echo "no default, yet $v is set"; show; bad=1; }
                 done
                 [[ $(grep -c . <<<"$OUT") == 2 ]] || { echo "expected 2 ranks"; show; bad=1; }
@@ -708,6 +709,43 @@ launch_exec_case() {
             launch_note "Slurm $SLURM_VERSION, $(launch_label "$kind" "$ext") map-by-device exec, ${spec/#gpu/spec gpu}"
         done
     done
+    return $bad
+}
+
+# Where Slurm manages the GPUs (the GRES phase): salloc -n 2 --gres=gpu:2, default=gpu. The
+# daemon's step holds the job's two GPUs (Slurm's CUDA_VISIBLE_DEVICES=0,1): the default
+# gives its one task both or steps aside, never one; exec maps each rank as srun does.
+c_gres_launch() {
+    local kind ext exts=(plain) bad=0 ref
+    ((EXT_LAUNCHER)) && exts+=(ext)
+    MBD_NODE_SLURM_GPUS[$E2E_NODE]=0,1
+    LAUNCH_WHERE=(--gres=gpu:2)
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF default=gpu"
+    for kind in ompi hydra; do
+        for ext in "${exts[@]}"; do
+            launch "$kind" "$ext" 2 "$RPROBE"
+            expect_rc 0 || { bad=1; continue; }
+            launch_note "Slurm $SLURM_VERSION, GRES gpu:2, $(launch_label "$kind" "$ext"), default=gpu"
+            expect_default_ranks 2 || { echo "($kind, $ext)"; bad=1; }
+        done
+    done
+    if launch_build_cli && "$MBD" exec --help >/dev/null 2>&1; then
+        set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+        srun_ranks 2 --gres=gpu:2 --map-by-device=gpu
+        ref=$OUT
+        for kind in ompi hydra; do
+            for ext in "${exts[@]}"; do
+                launch "$kind" "$ext" 2 "$MBD" exec gpu -- "$RPROBE"
+                expect_rc 0 && expect_same_ranks "$ref" || { echo "(exec, $kind, $ext)"; bad=1; continue; }
+                launch_note "Slurm $SLURM_VERSION, GRES gpu:2, $(launch_label "$kind" "$ext") map-by-device exec, spec gpu"
+            done
+        done
+    else
+        echo "$MBD has no exec command (issue 35)"
+        bad=1
+    fi
+    LAUNCH_WHERE=()
+    unset "MBD_NODE_SLURM_GPUS[$E2E_NODE]"
     return $bad
 }
 
@@ -1602,6 +1640,7 @@ GRES_CASES=(
     "gres: a step without GPUs has none: refused (once), a default steps aside; require_step_gpus says otherwise|c_gres_no_gpus_requested"
     "gres: the default leaves --cpu-bind, --gpu-bind=none, idle GPUs and -c above the locality alone|c_gres_default_respects_the_job"
     "gres: a user's own SLURM_STEP_GPUS (no --gres, another --gres) is Slurm's to replace: only the allocation is mapped|c_gres_user_step_gpus"
+    "gres: launchers: mpirun and mpiexec.hydra ranks under a default get both GPUs or Slurm's; exec maps as srun|c_gres_launch"
 )
 
 # task/affinity, GresTypes=gpu for the cluster, no GPU GRES on the node.
