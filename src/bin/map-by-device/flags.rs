@@ -128,6 +128,11 @@ pub(crate) struct PlanArgs {
     /// A variable of the task's environment the rules read (NAME=VALUE; repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub(crate) env: Vec<String>,
+    /// Plan the spec as the admin's default= would be applied (the plugin's rule): a step
+    /// with more devices than tasks gets them divided among its tasks, a one-task step all of
+    /// them and their CPUs, and where a share cannot be given the default steps aside.
+    #[arg(long)]
+    pub(crate) as_default: bool,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,

@@ -74,6 +74,20 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
                 // Slurm's CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES given with --env, read as the plugin does.
                 facts.step_gpus = map_by_device::plan::visible_gpus(&facts.env, &node, facts.step_gpus.take())?;
             }
+            // As the admin's default: the spec the plugin would apply, or why it steps aside.
+            let (spec, applied) = match args.as_default {
+                false => (spec, None),
+                true => match map_by_device::plan::as_default(&spec, &node, &facts).map_err(preview_fix) {
+                    Ok(map_by_device::plan::Soft::Maps { spec: applied, .. }) => (applied.clone(), Some(applied)),
+                    Ok(map_by_device::plan::Soft::Aside { why }) => {
+                        return Ok((
+                            format!("the default {spec} steps aside, so the step runs unmapped: {why}\n"),
+                            true,
+                        ))
+                    }
+                    Err(e) => return Err(CliError::Plan(e)),
+                },
+            };
             let outcome = plan(&spec, &node, &facts).map_err(preview_fix);
             if let Some(path) = &args.svg {
                 output::write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
@@ -93,6 +107,9 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
                 return Ok((report::plan_short(&node, &plan), true));
             }
             let mut out = String::new();
+            if let Some(applied) = applied {
+                out.push_str(&format!("as the default: {applied}\n"));
+            }
             for t in &plan.tasks {
                 out.push_str(&report::task_line(&node, t));
                 out.push('\n');
