@@ -59,9 +59,10 @@ SUITES=(
 )
 # Packages the suites need beyond tests/e2e/lib.sh's E2E_PACKAGES (the build and the local
 # Slurm): the fixture check runs hwloc's own tools; the package suite builds a .deb and an RPM;
-# the e2e suite's reader cases run UCX and numactl in tasks (lib.sh's E2E_READER_PACKAGES); the
-# check_shell suite below lints every shell script with shellcheck.
-TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm shellcheck "${E2E_READER_PACKAGES[@]}")
+# the e2e suite's reader cases run UCX and numactl in tasks (lib.sh's E2E_READER_PACKAGES), its
+# launcher cases Open MPI and MPICH (E2E_LAUNCHER_PACKAGES); the check_shell suite below lints
+# every shell script with shellcheck.
+TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm shellcheck "${E2E_READER_PACKAGES[@]}" "${E2E_LAUNCHER_PACKAGES[@]}")
 
 # check_demo OUTPUT RC: README command 1 did what the README shows (each task on its GPU's
 # CPU with its UUID, the network mapping, the refusals of a second task on one GPU and of a
