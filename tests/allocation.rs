@@ -7,7 +7,8 @@
 use map_by_device::cpuset::CpuSet;
 use map_by_device::load;
 use map_by_device::node::{Node, NodeOptions};
-use map_by_device::plan::{as_default, plan, PlanError, Soft, StepFacts};
+use map_by_device::plan::{plan, PlanError, StepFacts};
+use map_by_device::soft::{as_default, Soft};
 use map_by_device::spec::Spec;
 use std::path::PathBuf;
 

@@ -155,15 +155,17 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
     ));
     let facts = StepFacts { ntasks, cpus_per_task, allowed_cpus: Some(allowed_cpus), task_cpus: None, env, step_gpus };
     // A job's spec means what it says; an admin's default never gives a task fewer devices
-    // than the step's divided by its tasks (plan::as_default), or steps aside.
+    // than the step's divided by its tasks (soft::as_default), or steps aside.
     let (spec, plan) = match origin {
         Origin::User => match plan::plan(&spec, &node, &facts) {
             Ok(plan) => (spec, plan),
             Err(e) => return refused(e.to_string()),
         },
-        Origin::AdminDefault => match plan::as_default(&spec, &node, &facts) {
-            Ok(plan::Soft::Maps { spec, plan }) => (spec, plan),
-            Ok(plan::Soft::Aside { why }) => return refused(format!("the default {spec} steps aside: {why}")),
+        Origin::AdminDefault => match map_by_device::soft::as_default(&spec, &node, &facts) {
+            Ok(map_by_device::soft::Soft::Maps { spec, plan }) => (spec, plan),
+            Ok(map_by_device::soft::Soft::Aside { why }) => {
+                return refused(format!("the default {spec} steps aside: {why}"))
+            }
             Err(e) => return refused(e.to_string()),
         },
     };

@@ -12,8 +12,9 @@ use crate::cpuset::CpuSet;
 use crate::device::{Device, DeviceClass, GpuIdentity, IdentitySource};
 use crate::env::Inputs;
 use crate::node::Node;
-use crate::plan::{as_default, device_order, plan, PlanError, Soft, StepFacts};
+use crate::plan::{device_order, plan, PlanError, StepFacts};
 use crate::report;
+use crate::soft::{as_default, Soft};
 use crate::spec::{BindLevel, EnvMode, Spec, Target};
 use std::collections::BTreeMap;
 

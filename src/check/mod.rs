@@ -141,7 +141,7 @@ pub struct GpuStatus {
 }
 
 /// What the admin's default does on this node (as the plugin applies a default:
-/// [`crate::plan::as_default`]).
+/// [`crate::soft::as_default`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DefaultOutcome {
     /// No default configured (or the settings could not be read).

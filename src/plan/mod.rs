@@ -11,8 +11,8 @@
 //!    one `NCCL_IB_HCA` for the whole node ([`nccl`]: and where NCCL would not use the
 //!    adapter paired with a GPU, the warning).
 //!
-//! An admin's default goes through [`soft`] first ([`as_default`]): the share a default may
-//! not go below, or stepping aside.
+//! An admin's default goes through [`crate::soft`] (`as_default`) around this: the share a
+//! default may not go below, or stepping aside.
 //!
 //! Pure: no I/O, no Slurm, no hwloc, no process environment.
 
@@ -22,7 +22,6 @@ mod facts;
 pub mod nccl;
 mod order;
 mod pair;
-mod soft;
 mod types;
 
 pub use facts::{
@@ -30,7 +29,6 @@ pub use facts::{
     VisibleGpusError, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
 };
 pub use order::{device_order, interleave, named_device, DeviceOrder, Near};
-pub use soft::{as_default, Soft};
 pub use types::{FixKind, IdentityFix, Paired, Plan, PlanError, RootWords, TaskPlan};
 
 use crate::cpuset::CpuSet;

@@ -10,12 +10,11 @@
 //! - where they do not divide evenly, or the plan would leave one of them to no task (a
 //!   device far from the step's CPUs, `closest`, `ppr=`), the default steps aside.
 //!
-//! A job's own `--map-by-device` keeps meaning exactly what it says ([`super::plan`]). The
+//! A job's own `--map-by-device` keeps meaning exactly what it says ([`crate::plan::plan`]). The
 //! plugin, `plan --as-default` and `check` all apply a default through [`as_default`].
 
-use super::order::device_order;
-use super::{plan, Plan, PlanError, StepFacts};
 use crate::node::Node;
+use crate::plan::{device_order, plan, Plan, PlanError, StepFacts};
 use crate::spec::{BindLevel, Spec};
 
 /// The binding levels that may give a task only part of its devices' CPUs.
