@@ -63,10 +63,11 @@ SUITES=(
 )
 # Packages the suites need beyond tests/e2e/lib.sh's E2E_PACKAGES (the build and the local
 # Slurm): the fixture check runs hwloc's own tools; the package suite builds a .deb and an RPM;
-# the e2e suite's reader cases run UCX and numactl in tasks (lib.sh's E2E_READER_PACKAGES); the
-# check_shell suite below lints every shell script with shellcheck; the containers suite runs
-# Charliecloud and (sid) Apptainer (lib.sh's E2E_CONTAINER_PACKAGES).
-TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm shellcheck "${E2E_READER_PACKAGES[@]}" "${E2E_CONTAINER_PACKAGES[@]}")
+# the e2e suite's reader cases run UCX and numactl in tasks (lib.sh's E2E_READER_PACKAGES), its
+# launcher cases Open MPI and MPICH (E2E_LAUNCHER_PACKAGES); the check_shell suite below lints
+# every shell script with shellcheck; the containers suite runs Charliecloud and (sid)
+# Apptainer (lib.sh's E2E_CONTAINER_PACKAGES).
+TEST_PACKAGES=(python3 hwloc-nox dpkg-dev debhelper rpm shellcheck "${E2E_READER_PACKAGES[@]}" "${E2E_LAUNCHER_PACKAGES[@]}" "${E2E_CONTAINER_PACKAGES[@]}")
 # The prrte suite's PRRTE (tests/prrte/run.sh): 5.0 (libprrte-bin 5.0.0~rc1, its docs in
 # prrte-common) is packaged in Debian sid only; Debian 12 and 13 have no PRRTE with
 # --map-by device=, and the suite says it skipped there.

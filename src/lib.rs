@@ -11,6 +11,7 @@
 // Tests may unwrap: a panic there is a failed test, not a crashed slurmstepd.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod affinity;
 pub mod bounded;
 pub mod cache;
 pub mod check;
@@ -21,12 +22,14 @@ pub mod driver_ids;
 pub mod enumerate;
 pub mod env;
 pub mod host;
+pub mod launcher;
 pub mod load;
 pub mod node;
 pub mod panics;
 pub mod plan;
 pub mod report;
 pub mod slurm_release;
+pub mod soft;
 pub mod spec;
 pub mod test_hooks;
 pub mod text;

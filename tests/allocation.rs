@@ -8,6 +8,7 @@ use map_by_device::cpuset::CpuSet;
 use map_by_device::load;
 use map_by_device::node::{Node, NodeOptions};
 use map_by_device::plan::{plan, PlanError, StepFacts};
+use map_by_device::soft::{as_default, Soft};
 use map_by_device::spec::Spec;
 use std::path::PathBuf;
 
@@ -136,20 +137,89 @@ fn a_step_slurm_gave_no_gpu_has_none() {
     assert!(plan(&Spec::parse("network").unwrap(), &n, &facts(1, 1, None, &[])).is_ok());
 }
 
-/// The step's GPUs a plan leaves idle: what an admin default must not do.
+/// An admin's default never gives a task fewer devices than the step's divided by its tasks:
+/// a one-task step (a launcher's daemon) gets all of them, or the default steps aside.
 #[test]
-fn idle_step_gpus_are_the_ones_no_task_holds() {
+fn a_default_gives_a_one_task_step_every_device_of_the_step() {
     let n = turin();
     let gpus = n.class_indexes(map_by_device::device::DeviceClass::Gpu);
-    let p = plan(&Spec::parse("gpu").unwrap(), &n, &facts(1, 1, None, &[0, 1])).unwrap();
-    assert_eq!(map_by_device::plan::idle_step_gpus(&n, &facts(1, 1, None, &[0, 1]), &p), vec![gpus[1]]);
-    let p = plan(&Spec::parse("gpu:ndev=auto").unwrap(), &n, &facts(1, 1, None, &[0, 1])).unwrap();
-    assert!(map_by_device::plan::idle_step_gpus(&n, &facts(1, 1, None, &[0, 1]), &p).is_empty());
-    // A network plan names no GPU: the step's GPUs are the tasks' as Slurm set them.
-    let p = plan(&Spec::parse("network").unwrap(), &n, &facts(1, 1, None, &[0, 1])).unwrap();
-    assert!(map_by_device::plan::idle_step_gpus(&n, &facts(1, 1, None, &[0, 1]), &p).is_empty());
-    // Without Slurm's list there is nothing Slurm gave.
-    let f = StepFacts { ntasks: 1, ..StepFacts::default() };
-    let p = plan(&Spec::parse("gpu").unwrap(), &n, &f).unwrap();
-    assert!(map_by_device::plan::idle_step_gpus(&n, &f, &p).is_empty());
+    let gpu = Spec::parse("gpu").unwrap();
+    match as_default(&gpu, &n, &facts(1, 1, None, &[0, 1])).unwrap() {
+        Soft::Maps { spec, plan } => {
+            assert_eq!(spec.to_string(), "gpu:ndev=auto");
+            assert_eq!(plan.tasks[0].devices, vec![gpus[0], gpus[1]]);
+            // ... and the CPUs of both.
+            let both = n.devices[gpus[0]].locality.union(&n.devices[gpus[1]].locality);
+            assert!(both.is_subset(plan.tasks[0].cpus.as_ref().unwrap()), "{:?}", plan.tasks[0].cpus);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The job's own spec means what it says: one GPU.
+    assert_eq!(plan(&gpu, &n, &facts(1, 1, None, &[0, 1])).unwrap().tasks[0].devices, vec![gpus[0]]);
+    // Where Slurm does not manage the GPUs, every GPU of the node is the step's.
+    let whole = StepFacts { ntasks: 1, ..StepFacts::default() };
+    match as_default(&gpu, &n, &whole).unwrap() {
+        Soft::Maps { plan, .. } => assert_eq!(plan.tasks[0].devices, gpus),
+        other => panic!("{other:?}"),
+    }
+    // Four GPUs, two tasks: two each. Three GPUs, two tasks: no even share, so aside.
+    match as_default(&gpu, &n, &facts(2, 1, None, &[0, 1, 2, 3])).unwrap() {
+        Soft::Maps { plan, .. } => assert!(plan.tasks.iter().all(|t| t.devices.len() == 2)),
+        other => panic!("{other:?}"),
+    }
+    match as_default(&gpu, &n, &facts(2, 1, None, &[0, 1, 2])).unwrap() {
+        Soft::Aside { why } => assert!(why.contains("3 do not divide among 2 tasks"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // As many tasks as GPUs: the default as written, one each.
+    match as_default(&gpu, &n, &facts(2, 1, None, &[0, 1])).unwrap() {
+        Soft::Maps { spec, plan } => {
+            assert_eq!(spec, gpu);
+            assert!(plan.tasks.iter().all(|t| t.devices.len() == 1));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// On every fixture, for each class and step size: where a default maps, every task holds at
+/// least the step's devices divided by its tasks and no device of the step is left to no
+/// task; where it steps aside, the plain plan would have left one to no task (or given a task
+/// fewer than its share).
+#[test]
+fn a_default_never_gives_a_task_less_than_its_share_on_any_fixture() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("topologies");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "xml") {
+            continue;
+        }
+        let n = Node::new(load::from_xml_file(&path).unwrap(), NodeOptions::default());
+        for class in ["gpu", "network", "block", "gpu:interleave", "network:shared"] {
+            let spec = Spec::parse(class).unwrap();
+            let Ok(order) = map_by_device::plan::device_order(&spec, &n, &StepFacts::default()) else { continue };
+            let have = order.devices.len();
+            for ntasks in 1..=(have as u32 + 1) {
+                let f = StepFacts { ntasks, ..StepFacts::default() };
+                let name = format!("{}: {class} -n {ntasks}", path.display());
+                match as_default(&spec, &n, &f) {
+                    Ok(Soft::Maps { plan, .. }) => {
+                        checked += 1;
+                        let share = have / ntasks as usize;
+                        assert!(plan.tasks.iter().all(|t| t.devices.len() >= share.max(1)), "{name}");
+                        for d in &order.devices {
+                            assert!(plan.tasks.iter().any(|t| t.devices.contains(d)), "{name}: {d} idle");
+                        }
+                    }
+                    Ok(Soft::Aside { why }) => {
+                        checked += 1;
+                        assert!(have % ntasks as usize != 0 || spec.shared, "{name}: aside ({why})");
+                    }
+                    // Refused as the job's own spec would be (too many tasks, a bind ceiling).
+                    Err(e) => assert!(plan(&spec, &n, &f).is_err(), "{name}: {e}"),
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} cases");
 }

@@ -697,9 +697,18 @@ fn check_with_a_config_file() {
     let out = ok(&["check", "--topology", &turin, "--config", &c]);
     assert!(out.contains("settings from config file"), "{out}");
     assert!(out.contains("    default           gpu:bind=core\n"), "{out}");
-    assert!(out.contains("Default \"gpu:bind=core\" on this node, for a one-task step:"), "{out}");
+    // ... every GPU and their CPUs to a one-task step (a launcher's daemon), never one core.
+    assert!(
+        out.contains(
+            "Default \"gpu:bind=core\" on this node, for a one-task step (such as a launcher's daemon), applied as \
+             \"gpu:ndev=auto:bind=locality\": a default never gives a task fewer devices than the step's divided by \
+             its tasks:"
+        ),
+        "{out}"
+    );
     assert!(out.contains("task 0 on turin-h200: gpu 0000:06:00.0 cuda0 GPU-"), "{out}");
-    assert!(out.contains("cpus 16,144"), "{out}");
+    assert!(out.contains(" cuda3 GPU-"), "{out}");
+    assert!(out.contains("cpus 0-255"), "{out}");
     // ... and for a step of one task per GPU and one more: what jobs of that size get.
     contains_all(
         &out,
@@ -731,7 +740,14 @@ fn check_with_a_config_file() {
     let c = dir.file("ceiling.toml", "default = \"gpu:bind=package\"\n");
     let o = run(&["check", "--topology", &turin, "--config", &c]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
-    assert!(stdout(&o).contains("does not map on this node, so its jobs run unmapped: bind=package is above"));
+    assert!(
+        stdout(&o).contains(
+            "the default \"gpu:bind=package\" does not map a step of 4 tasks (one per gpu device here), so such jobs \
+             run unmapped: bind=package is above"
+        ),
+        "{}",
+        stdout(&o)
+    );
 
     // A default with no device of its class here is soft: ready, with a note.
     let c = dir.file("soft.toml", "default = \"gpu\"\n");
@@ -1255,7 +1271,8 @@ fn check_config_reads_a_draft_anywhere_and_says_where_the_plugin_would_not() {
             &format!("  settings from config file {c}, given with --config:\n"),
             "    default           gpu\n",
             "    require_step_gpus true",
-            "Default \"gpu\" on this node, for a one-task step:",
+            "Default \"gpu\" on this node, for a one-task step (such as a launcher's daemon), applied as \
+             \"gpu:ndev=auto\"",
             &format!("  - {c} (--config) was checked as a draft: the plugin reads its config file only from a root-owned path"),
             "would refuse this one where it is (a parent directory /tmp is writable by group or others (mode 1777)",
             &format!("install -m 0644 {c} /etc/slurm/map-by-device.toml\n"),

@@ -24,7 +24,6 @@
 //! slurm-spank crate's global locks are never poisoned either); nothing the job's user
 //! controls chooses what topology is read; a task is never bound outside the step's CPUs.
 
-mod affinity;
 mod args;
 mod cache;
 mod discover;

@@ -7,7 +7,6 @@
 //! and a failure of `init` or `init_post_opt` in this process ([`State::init_failed`]), is
 //! kept and reported by the tasks, where a failed hook fails the step (srun exits 1).
 
-use crate::affinity;
 use crate::args::ArgsError;
 use crate::end_step;
 use crate::entry::{self, admin_log, test_panic};
@@ -15,6 +14,7 @@ use crate::error::{guarded, HookError, HookResult};
 use crate::option;
 use crate::probes;
 use crate::step::{self, Origin, Step};
+use map_by_device::affinity;
 use map_by_device::config::Config;
 use map_by_device::report;
 use slurm_spank::{LogLevel, SpankError, SpankHandle};

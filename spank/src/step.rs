@@ -6,10 +6,10 @@
 //! `user_init` fails, so every refusal is kept in [`Step`] and reported by the tasks, where
 //! a failed hook fails the step (srun exits 1).
 
-use crate::affinity;
 use crate::args::ArgsError;
 use crate::cache;
 use crate::discover::DiscoverError;
+use map_by_device::affinity;
 use map_by_device::config::Config;
 use map_by_device::cpuset::{CpuListError, CpuSet};
 use map_by_device::device::DeviceClass;
@@ -154,20 +154,21 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
         how.text
     ));
     let facts = StepFacts { ntasks, cpus_per_task, allowed_cpus: Some(allowed_cpus), task_cpus: None, env, step_gpus };
-    let plan = match plan::plan(&spec, &node, &facts) {
-        Ok(plan) => plan,
-        Err(e) => return refused(e.to_string()),
+    // A job's spec means what it says; an admin's default never gives a task fewer devices
+    // than the step's divided by its tasks (soft::as_default), or steps aside.
+    let (spec, plan) = match origin {
+        Origin::User => match plan::plan(&spec, &node, &facts) {
+            Ok(plan) => (spec, plan),
+            Err(e) => return refused(e.to_string()),
+        },
+        Origin::AdminDefault => match map_by_device::soft::as_default(&spec, &node, &facts) {
+            Ok(map_by_device::soft::Soft::Maps { spec, plan }) => (spec, plan),
+            Ok(map_by_device::soft::Soft::Aside { why }) => {
+                return refused(format!("the default {spec} steps aside: {why}"))
+            }
+            Err(e) => return refused(e.to_string()),
+        },
     };
-    // An admin default never gives a task less than Slurm gave it: without the plugin every
-    // task sees all of the step's GPUs.
-    let idle = plan::idle_step_gpus(&node, &facts, &plan);
-    if origin == Origin::AdminDefault && !idle.is_empty() {
-        let names: Vec<&str> = idle.iter().filter_map(|&d| node.devices.get(d)).map(|d| d.name.as_str()).collect();
-        return refused(format!(
-            "the default {spec} would leave GPUs Slurm gave the step idle ({}): without it every task sees them all",
-            names.join(", ")
-        ));
-    }
     Step::Planned(Box::new(Planned { origin, spec, node, facts, plan, node_name }))
 }
 
@@ -751,10 +752,24 @@ mod tests {
         // The job's own spec is the job's: its --cpu-bind does not stop it.
         let own = [gpus[0], ("SLURM_CPU_BIND_TYPE", "cores")];
         assert!(matches!(step(Some("gpu"), 2, 1, &own).0, Step::Planned(_)));
-        // One task on two GPUs: the default would hide one.
+        // One task on two GPUs (a launcher's daemon): the default gives it both, never one.
         match step(None, 1, 1, &gpus).0 {
+            Step::Planned(p) => {
+                assert_eq!(p.spec.to_string(), "gpu:ndev=auto");
+                assert_eq!(p.plan.tasks[0].devices.len(), 2, "{:?}", p.plan);
+            }
+            other => panic!("{other:?}"),
+        }
+        // One GPU far from a one-CPU step is
+        // left to no task: the default steps aside rather than hide it.
+        let mut i = inputs(None, Ok(default.clone()));
+        i.step_alloc_cores = Some("0".into());
+        i.slurm_sets_step_gpus = true;
+        i.ntasks = 1;
+        i.env = env(&gpus);
+        match decide_inner(i, &mut Log::default()) {
             Step::Refused { origin: Origin::AdminDefault, message } => {
-                assert!(message.contains("would leave GPUs Slurm gave the step idle (cuda1)"), "{message}")
+                assert!(message.contains("steps aside") && message.contains("(cuda1; they are far"), "{message}")
             }
             other => panic!("{other:?}"),
         }

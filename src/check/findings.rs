@@ -5,6 +5,7 @@
 
 use super::{
     CacheProbe, CacheState, DefaultOutcome, DefaultStep, DeviceLine, GpuNaming, GpuStatus, PartialStep, Setup,
+    StepOutcome,
 };
 use crate::config::Config;
 use crate::cpuset::CpuSet;
@@ -13,6 +14,7 @@ use crate::env::Inputs;
 use crate::node::Node;
 use crate::plan::{device_order, plan, PlanError, StepFacts};
 use crate::report;
+use crate::soft::{as_default, Soft};
 use crate::spec::{BindLevel, EnvMode, Spec, Target};
 use std::collections::BTreeMap;
 
@@ -280,6 +282,16 @@ pub(super) fn default(
         )),
         DefaultOutcome::Refused { spec, message } => problems
             .push(format!("the default {spec:?} does not map on this node, so its jobs run unmapped: {message}")),
+        // One task per device is the job a default is for: its refusal is the admin's problem.
+        DefaultOutcome::Maps { spec, larger, .. } | DefaultOutcome::Aside { spec, larger, .. }
+            if config.and_then(|c| c.default.as_ref()).is_some_and(|d| matches!(d.target, Target::Class(_))) =>
+        {
+            if let Some(DefaultStep { ntasks, why, outcome: StepOutcome::Refused(e) }) = larger.first() {
+                problems.push(format!(
+                    "the default {spec:?} does not map a step of {ntasks} tasks ({why}), so such jobs run unmapped: {e}"
+                ));
+            }
+        }
         DefaultOutcome::NotApplicable { spec, .. } => notes.push(format!(
             "the default {spec:?} finds no device of its class here: jobs run unmapped (an admin default is soft)"
         )),
@@ -312,30 +324,30 @@ fn gpu_naming(node: &Node, d: &Device) -> GpuNaming {
     GpuNaming::Refused { message }
 }
 
-/// Plans the default for one task, as the plugin would for a one-task step, then for the
-/// larger steps ([`larger_steps`]).
+/// Applies the default to a one-task step, as the plugin would (a launcher's daemon), then to
+/// the larger steps ([`larger_steps`]).
 fn default_outcome(node: &Node, spec: &Spec) -> DefaultOutcome {
     if spec.is_none() {
         return DefaultOutcome::Off;
     }
     let text = spec.to_string();
-    match plan(spec, node, &StepFacts { ntasks: 1, ..StepFacts::default() }) {
-        Ok(p) => DefaultOutcome::Maps {
-            spec: text.to_string(),
-            task: p.tasks.first().map(|t| report::task_line(node, t)).unwrap_or_default(),
-            warnings: p.warnings,
+    match as_default(spec, node, &StepFacts { ntasks: 1, ..StepFacts::default() }) {
+        Ok(Soft::Maps { spec: applied, plan }) => DefaultOutcome::Maps {
+            spec: text,
+            applied: applied.to_string(),
+            task: plan.tasks.first().map(|t| report::task_line(node, t)).unwrap_or_default(),
+            warnings: plan.warnings,
             larger: larger_steps(node, spec),
         },
-        Err(e @ PlanError::NoDevices { .. }) => {
-            DefaultOutcome::NotApplicable { spec: text.to_string(), reason: e.to_string() }
-        }
-        Err(e) => DefaultOutcome::Refused { spec: text.to_string(), message: e.to_string() },
+        Ok(Soft::Aside { why }) => DefaultOutcome::Aside { spec: text, why, larger: larger_steps(node, spec) },
+        Err(e @ PlanError::NoDevices { .. }) => DefaultOutcome::NotApplicable { spec: text, reason: e.to_string() },
+        Err(e) => DefaultOutcome::Refused { spec: text, message: e.to_string() },
     }
 }
 
 /// The default for a step of one task per device of its class here (a realistic job: one
 /// rank per GPU) and for one task more (the refusal, or the sharing, such a job meets), each
-/// on the whole node. A size of one is the one-task plan, already shown.
+/// on the whole node. A size of one is the one-task step, already shown.
 fn larger_steps(node: &Node, spec: &Spec) -> Vec<DefaultStep> {
     let sizes = match &spec.target {
         Target::Class(c) => {
@@ -349,12 +361,16 @@ fn larger_steps(node: &Node, spec: &Spec) -> Vec<DefaultStep> {
         .filter(|(n, _)| *n > 1)
         .map(|(n, why)| {
             let ntasks = u32::try_from(n).unwrap_or(u32::MAX);
-            let outcome = plan(spec, node, &StepFacts { ntasks, ..StepFacts::default() }).map(|p| {
-                let names = |t: &crate::plan::TaskPlan| {
-                    t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| d.name.clone()).collect()
-                };
-                (p.tasks.iter().map(names).collect(), p.warnings)
-            });
+            let outcome = match as_default(spec, node, &StepFacts { ntasks, ..StepFacts::default() }) {
+                Ok(Soft::Maps { plan, .. }) => {
+                    let names = |t: &crate::plan::TaskPlan| {
+                        t.devices.iter().filter_map(|&i| node.devices.get(i)).map(|d| d.name.clone()).collect()
+                    };
+                    StepOutcome::Maps { tasks: plan.tasks.iter().map(names).collect(), warnings: plan.warnings }
+                }
+                Ok(Soft::Aside { why }) => StepOutcome::Aside(why),
+                Err(e) => StepOutcome::Refused(e),
+            };
             DefaultStep { ntasks, why, outcome }
         })
         .collect()

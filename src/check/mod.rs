@@ -141,15 +141,20 @@ pub struct GpuStatus {
     pub naming: GpuNaming,
 }
 
-/// What the admin's default does on this node.
+/// What the admin's default does on this node (as the plugin applies a default:
+/// [`crate::soft::as_default`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DefaultOutcome {
     /// No default configured (or the settings could not be read).
     NotConfigured,
     /// `default=none`.
     Off,
-    /// It maps: one task's plan line, and the plan's warnings; then the larger steps.
-    Maps { spec: String, task: String, warnings: Vec<String>, larger: Vec<DefaultStep> },
+    /// It maps a one-task step (a launcher's daemon): the spec applied (the default, with
+    /// `ndev=auto` where the step has more devices than tasks), that task's plan line and the
+    /// plan's warnings; then the larger steps.
+    Maps { spec: String, applied: String, task: String, warnings: Vec<String>, larger: Vec<DefaultStep> },
+    /// It steps aside for a one-task step (`closest`, `ppr=`: a share it cannot take).
+    Aside { spec: String, why: String, larger: Vec<DefaultStep> },
     /// No device of its class here: jobs run unmapped (soft), which is not a problem.
     NotApplicable { spec: String, reason: String },
     /// Refused for another reason: jobs run unmapped although the admin meant them mapped.
@@ -163,9 +168,18 @@ pub struct DefaultStep {
     pub ntasks: u32,
     /// Why this size: `one per gpu device here`, `one more than the gpu devices here`.
     pub why: String,
-    /// Each task's device names and the plan's warnings, or the refusal (such jobs run
-    /// unmapped: a default is soft).
-    pub outcome: Result<(Vec<Vec<String>>, Vec<String>), crate::plan::PlanError>,
+    pub outcome: StepOutcome,
+}
+
+/// What a default does for one step size ([`DefaultStep`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// Each task's device names and the plan's warnings.
+    Maps { tasks: Vec<Vec<String>>, warnings: Vec<String> },
+    /// The default steps aside (such jobs run unmapped, seeing every device): why.
+    Aside(String),
+    /// Refused (such jobs run unmapped: a default is soft).
+    Refused(crate::plan::PlanError),
 }
 
 /// One device's line of the report.

@@ -4,7 +4,7 @@
 
 use super::{
     CacheState, CheckInput, CheckReport, DefaultOutcome, DefaultStep, DeviceLine, GpuNaming, GresReport, NodeSlurm,
-    PartialStep, Setup,
+    PartialStep, Setup, StepOutcome,
 };
 use crate::config::{Config, DEFAULT_CACHE_DIR, DEFAULT_PROC_ROOT, DEFAULT_SYS_ROOT};
 use crate::device::DeviceClass;
@@ -285,11 +285,23 @@ fn default(out: &mut String, default: &DefaultOutcome) {
         DefaultOutcome::Off => {
             let _ = writeln!(out, "\nDefault: none (jobs are mapped only when they ask)");
         }
-        DefaultOutcome::Maps { spec, task, warnings, larger } => {
-            let _ = writeln!(out, "\nDefault {spec:?} on this node, for a one-task step:\n  {task}");
+        DefaultOutcome::Maps { spec, applied, task, warnings, larger } => {
+            let how = if applied == spec {
+                String::new()
+            } else {
+                format!(
+                    " (such as a launcher's daemon), applied as {applied:?}: a default never gives a task fewer \
+                     devices than the step's divided by its tasks"
+                )
+            };
+            let _ = writeln!(out, "\nDefault {spec:?} on this node, for a one-task step{how}:\n  {task}");
             for w in warnings {
                 let _ = writeln!(out, "  warning: {w}");
             }
+            larger_steps(out, larger);
+        }
+        DefaultOutcome::Aside { spec, why, larger } => {
+            let _ = writeln!(out, "\nDefault {spec:?} on this node, for a one-task step: steps aside, {why}");
             larger_steps(out, larger);
         }
         DefaultOutcome::NotApplicable { spec, reason } => {
@@ -310,10 +322,13 @@ fn larger_steps(out: &mut String, larger: &[DefaultStep]) {
     for step in larger {
         let _ = write!(out, "  {} tasks ({}): ", step.ntasks, step.why);
         match &step.outcome {
-            Err(message) => {
+            StepOutcome::Refused(message) => {
                 let _ = writeln!(out, "refused, so such jobs run unmapped: {message}");
             }
-            Ok((tasks, warnings)) => {
+            StepOutcome::Aside(why) => {
+                let _ = writeln!(out, "steps aside, so such jobs run unmapped: {why}");
+            }
+            StepOutcome::Maps { tasks, warnings } => {
                 let _ = writeln!(out, "{}", step_devices(tasks));
                 for w in warnings {
                     let _ = writeln!(out, "    warning: {w}");

@@ -4,7 +4,7 @@
 
 use super::facts::StepFacts;
 use super::order::Near;
-use super::types::{Plan, PlanError};
+use super::types::PlanError;
 use crate::cpuset::CpuSet;
 use crate::device::DeviceClass;
 use crate::node::Node;
@@ -144,21 +144,6 @@ fn idle_gpus_warning(
         list.len() - idle.len(),
         idle.join(", ")
     ));
-}
-
-/// The GPUs Slurm gave the step (`SLURM_STEP_GPUS`) that a plan handing out GPUs leaves to
-/// no task (device indexes, bus order); empty when the plan names no GPU or Slurm gave the
-/// step no list. A job that asked for such a plan is warned ([`idle_gpus_warning`]); an
-/// admin's default that would make them idle steps aside, since without it every task sees
-/// them all (an admin default never gives a task less than Slurm gave it).
-pub fn idle_step_gpus(node: &Node, facts: &StepFacts, plan: &Plan) -> Vec<usize> {
-    let Some(step_gpus) = &facts.step_gpus else { return Vec::new() };
-    let held = |d: usize| plan.tasks.iter().any(|t| t.devices.contains(&d));
-    let gpus = node.class_indexes(DeviceClass::Gpu);
-    if !gpus.iter().any(|&d| held(d)) {
-        return Vec::new();
-    }
-    step_gpus.iter().filter_map(|&g| gpus.get(g as usize).copied()).filter(|&d| !held(d)).collect()
 }
 
 /// The deepest tree object (not a NUMA node) whose CPUs include all of `cpus`.

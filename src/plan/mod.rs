@@ -11,6 +11,9 @@
 //!    one `NCCL_IB_HCA` for the whole node ([`nccl`]: and where NCCL would not use the
 //!    adapter paired with a GPU, the warning).
 //!
+//! An admin's default goes through [`crate::soft`] (`as_default`) around this: the share a
+//! default may not go below, or stepping aside.
+//!
 //! Pure: no I/O, no Slurm, no hwloc, no process environment.
 
 mod assign;
@@ -21,7 +24,6 @@ mod order;
 mod pair;
 mod types;
 
-pub use assign::idle_step_gpus;
 pub use facts::{
     parse_step_gpus, spec_may_use_gpus, visible_devices, visible_gpus, StepFacts, StepGpusError, VisibleDevices,
     VisibleGpusError, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,

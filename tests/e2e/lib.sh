@@ -53,6 +53,12 @@ E2E_CONTAINER_PACKAGES=(charliecloud-runtime busybox-static)
 if [[ $(cat /etc/debian_version 2>/dev/null) == */sid ]]; then
     E2E_CONTAINER_PACKAGES+=(apptainer)
 fi
+# The launchers that the launcher cases (tests/e2e/launch.sh) start ranks with, installed the
+# same way: Open MPI's mpirun (4.1 on Debian 12, 5.0 on 13, 6.0 on sid) and MPICH's
+# mpiexec.hydra. Both provide mpirun and mpiexec; the cases name mpirun.openmpi and
+# mpiexec.hydra.
+# shellcheck disable=SC2034 # for the scripts that source this file
+E2E_LAUNCHER_PACKAGES=(openmpi-bin mpich)
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""

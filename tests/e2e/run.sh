@@ -32,6 +32,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 # shellcheck source=tests/e2e/cases.sh
 source "$HERE/cases.sh"
+# shellcheck source=tests/e2e/launch.sh
+source "$HERE/launch.sh"
 
 # --- Cases: task/affinity ----------------------------------------------------------------
 
@@ -645,6 +647,114 @@ c_step_cpus() {
     wait "$holder" 2>/dev/null
     return $ok
 }
+
+# --- Cases: ranks another launcher starts (issue 35; tests/e2e/launch.sh) ----------------
+#
+# task/affinity with the real layout, no GPU GRES (the node's GPUs are every step's: the
+# shape of issue 35's measurement): salloc -n 2, then Open MPI's mpirun, MPICH's
+# mpiexec.hydra -launcher slurm, or one srun task that forks two workers as torchrun does.
+
+# launch_default_case KIND: KIND's two ranks without a default (unmapped: the plugin sets
+# nothing), then under default=gpu and default=gpu:interleave, each with and without
+# --external-launcher where srun has it (not torch: its agent is the job's own srun task):
+# the default's rule (expect_default_ranks). Every run is a note (the table of issue 35).
+launch_default_case() {
+    local kind=$1 spec ext exts=(plain) bad=0 v
+    ((EXT_LAUNCHER)) && [[ $kind != torch ]] && exts+=(ext)
+    for spec in "" gpu gpu:interleave; do
+        set_plugstack "topology=$FIX${spec:+ default=$spec}"
+        for ext in "${exts[@]}"; do
+            launch "$kind" "$ext" 2 "$RPROBE"
+            expect_rc 0 || { bad=1; continue; }
+            launch_note "Slurm $SLURM_VERSION, $(launch_label "$kind" "$ext"), ${spec:+default=}${spec:-no default}"
+            if [[ -n $spec ]]; then
+                expect_default_ranks 2 || { echo "(default=$spec, $ext)"; bad=1; }
+            else
+                for v in "${PLUGIN_VARS[@]}"; do
+                    [[ " $LAUNCH_OWN_VARS " == *" $v "* ]] && continue
+                    grep -q " $v=[^-]" <<<"$OUT" && { echo "no default, yet $v is set"; show; bad=1; }
+                done
+                [[ $(grep -c . <<<"$OUT") == 2 ]] || { echo "expected 2 ranks"; show; bad=1; }
+            fi
+        done
+    done
+    return $bad
+}
+
+# launch_exec_case KIND: `map-by-device exec [SPEC] -- RPROBE` as KIND's two ranks gives
+# rank i exactly what srun -n 2 gives local task i: SPEC gpu and gpu:interleave without a
+# default, no SPEC under default=gpu; with and without --external-launcher where srun has it.
+launch_exec_case() {
+    local kind=$1 spec ext exts=(plain) bad=0 ref
+    ((EXT_LAUNCHER)) && [[ $kind != torch ]] && exts+=(ext)
+    launch_build_cli || { echo "no map-by-device CLI at $MBD"; return 1; }
+    "$MBD" exec --help >/dev/null 2>&1 || { echo "$MBD has no exec command (issue 35)"; "$MBD" exec --help 2>&1 | head -n 3; return 1; }
+    for spec in gpu gpu:interleave default; do
+        if [[ $spec == default ]]; then
+            set_plugstack "topology=$FIX default=gpu"
+            srun_ranks 2
+        else
+            set_plugstack "topology=$FIX"
+            srun_ranks 2 --map-by-device="$spec"
+        fi
+        expect_rc 0 || return 1
+        ref=$OUT
+        for ext in "${exts[@]}"; do
+            if [[ $spec == default ]]; then
+                launch "$kind" "$ext" 2 "$MBD" exec -- "$RPROBE"
+            else
+                launch "$kind" "$ext" 2 "$MBD" exec "$spec" -- "$RPROBE"
+            fi
+            expect_rc 0 && expect_same_ranks "$ref" || { echo "($spec, $ext)"; bad=1; continue; }
+            launch_note "Slurm $SLURM_VERSION, $(launch_label "$kind" "$ext") map-by-device exec, ${spec/#gpu/spec gpu}"
+        done
+    done
+    return $bad
+}
+
+# Where Slurm manages the GPUs (the GRES phase): salloc -n 2 --gres=gpu:2, default=gpu. The
+# daemon's step holds the job's two GPUs (Slurm's CUDA_VISIBLE_DEVICES=0,1): the default
+# gives its one task both or steps aside, never one; exec maps each rank as srun does.
+c_gres_launch() {
+    local kind ext exts=(plain) bad=0 ref
+    ((EXT_LAUNCHER)) && exts+=(ext)
+    MBD_NODE_SLURM_GPUS[$E2E_NODE]=0,1
+    LAUNCH_WHERE=(--gres=gpu:2)
+    set_plugstack "topology=$FIX_DRM config=$GRES_CONF default=gpu"
+    for kind in ompi hydra; do
+        for ext in "${exts[@]}"; do
+            launch "$kind" "$ext" 2 "$RPROBE"
+            expect_rc 0 || { bad=1; continue; }
+            launch_note "Slurm $SLURM_VERSION, GRES gpu:2, $(launch_label "$kind" "$ext"), default=gpu"
+            expect_default_ranks 2 || { echo "($kind, $ext)"; bad=1; }
+        done
+    done
+    if launch_build_cli && "$MBD" exec --help >/dev/null 2>&1; then
+        set_plugstack "topology=$FIX_DRM config=$GRES_CONF"
+        srun_ranks 2 --gres=gpu:2 --map-by-device=gpu
+        ref=$OUT
+        for kind in ompi hydra; do
+            for ext in "${exts[@]}"; do
+                launch "$kind" "$ext" 2 "$MBD" exec gpu -- "$RPROBE"
+                expect_rc 0 && expect_same_ranks "$ref" || { echo "(exec, $kind, $ext)"; bad=1; continue; }
+                launch_note "Slurm $SLURM_VERSION, GRES gpu:2, $(launch_label "$kind" "$ext") map-by-device exec, spec gpu"
+            done
+        done
+    else
+        echo "$MBD has no exec command (issue 35)"
+        bad=1
+    fi
+    LAUNCH_WHERE=()
+    unset "MBD_NODE_SLURM_GPUS[$E2E_NODE]"
+    return $bad
+}
+
+c_launch_ompi_default() { launch_default_case ompi; }
+c_launch_hydra_default() { launch_default_case hydra; }
+c_launch_torch_default() { launch_default_case torch; }
+c_launch_ompi_exec() { launch_exec_case ompi; }
+c_launch_hydra_exec() { launch_exec_case hydra; }
+c_launch_torch_exec() { launch_exec_case torch; }
 
 # --- Cases: task/cgroup + GPU GRES (fake GPUs /dev/null and /dev/zero) -------------------
 #
@@ -1508,6 +1618,12 @@ CGROUP_CASES=(
 # plugin keeps to the step's allocated cores (S_STEP_ALLOC_CORES).
 AFFINITY_REAL_CASES=(
     "affinity, real layout: a step given one CPU is never bound outside it|c_step_cpus"
+    "launchers: mpirun (Open MPI) ranks under a default never share one GPU nor sit on another's|c_launch_ompi_default"
+    "launchers: mpiexec.hydra -launcher slurm ranks under a default never share one GPU|c_launch_hydra_default"
+    "launchers: torchrun-style workers of one srun task under a default never share one GPU|c_launch_torch_default"
+    "launchers: map-by-device exec under mpirun maps each rank as srun maps its task|c_launch_ompi_exec"
+    "launchers: map-by-device exec under mpiexec.hydra maps each rank as srun maps its task|c_launch_hydra_exec"
+    "launchers: map-by-device exec in torchrun-style workers (LOCAL_RANK) maps each as srun does|c_launch_torch_exec"
 )
 
 # task/cgroup + ConstrainCores with two fake GPUs as GRES; GPUs named by driver files.
@@ -1524,6 +1640,7 @@ GRES_CASES=(
     "gres: a step without GPUs has none: refused (once), a default steps aside; require_step_gpus says otherwise|c_gres_no_gpus_requested"
     "gres: the default leaves --cpu-bind, --gpu-bind=none, idle GPUs and -c above the locality alone|c_gres_default_respects_the_job"
     "gres: a user's own SLURM_STEP_GPUS (no --gres, another --gres) is Slurm's to replace: only the allocation is mapped|c_gres_user_step_gpus"
+    "gres: launchers: mpirun and mpiexec.hydra ranks under a default get both GPUs or Slurm's; exec maps as srun|c_gres_launch"
 )
 
 # task/affinity, GresTypes=gpu for the cluster, no GPU GRES on the node.
@@ -1564,7 +1681,7 @@ SECURITY_CASES=(
 main() {
     local t0=$SECONDS
     e2e_require_root "tests/e2e/run.sh starts slurmd and slurmctld"
-    e2e_install_packages "${E2E_READER_PACKAGES[@]}" || abort "installing the Debian packages"
+    e2e_install_packages "${E2E_READER_PACKAGES[@]}" "${E2E_LAUNCHER_PACKAGES[@]}" || abort "installing the Debian packages"
     e2e_build_plugin || abort "building the plugin"
     cases_fixtures
     # The GRES phase: Slurm's GPU index i is the fixture's i-th GPU in bus order; its UUID is
@@ -1629,6 +1746,10 @@ EOF
     chmod 755 "$OMP_TASK" "$UCX_TASK"
     FAKE_PLUGIN=$E2E_DIR/lib/fake_gpu_env.so
     gcc -shared -fPIC -Wall -o "$FAKE_PLUGIN" "$HERE/fixtures/fake_gpu_env.c" || abort "building the test plugin fake_gpu_env.so"
+    # The launcher cases' ranks: the probe plus every other variable of the plugin's.
+    launch_init "${PLUGIN_VARS[@]}"
+    MBD_NODE_GPUS[$E2E_NODE]=$UUID0,$UUID1 MBD_NODE_GPU_CPUS[$E2E_NODE]=0-1
+    MBD_GPU_NAME[$UUID0]=0 MBD_GPU_NAME[$UUID1]=1
     GRES_CONF=$E2E_DIR/etc/gres-plugin.toml
     printf 'proc_root = "%s"\n' "$GRES_PROC" >"$GRES_CONF"
     chmod 644 "$GRES_CONF"

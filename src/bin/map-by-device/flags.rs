@@ -57,6 +57,37 @@ pub(crate) enum Command {
     /// and one task more), and, for this machine, whether slurmd's topology
     /// cache file is there and owned and protected as the steps require.
     Check(CheckArgs),
+    /// Map one rank that another launcher started, as the plugin maps a task, then run PROGRAM.
+    ///
+    /// Put it in front of each rank: `mpirun -n 8 map-by-device exec gpu -- ./app`. The
+    /// rank's local index and the node's rank count come from its launcher's variables (Open
+    /// MPI/PRRTE, MPICH/Intel MPI Hydra, MVAPICH, torchrun, HPE PALS, Flux, else Slurm's);
+    /// the node, the rules and the refusals are the plugin's. The spec is SPEC, else the job's
+    /// --map-by-device, else the admin's default (which, where it steps aside, runs PROGRAM
+    /// unmapped). It binds this process to the rank's CPUs, sets the rank's variables, and
+    /// execs PROGRAM; it only narrows what the rank was given (its launcher's CPUs, the
+    /// step's GPUs, the visible GPUs it inherited).
+    #[command(after_help = SPEC_HELP)]
+    Exec(ExecArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct ExecArgs {
+    #[command(flatten)]
+    pub(crate) source: Source,
+    /// The CPUs the node's ranks share (a cpulist); default: the CPUs of the launcher that
+    /// started this rank, within its cpuset cgroup (with --topology: the whole node).
+    #[arg(long, value_name = "CPULIST")]
+    pub(crate) allowed_cpus: Option<String>,
+    /// Print the rank's plan line (as `plan` prints a task) instead of running PROGRAM.
+    #[arg(long)]
+    pub(crate) print: bool,
+    /// The --map-by-device spec (default: the job's --map-by-device, else the admin's default).
+    #[arg(allow_hyphen_values = true)]
+    pub(crate) spec: Option<String>,
+    /// The program to run, and its arguments, after `--`.
+    #[arg(last = true, value_name = "PROGRAM", required_unless_present = "print")]
+    pub(crate) command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args)]
@@ -128,6 +159,11 @@ pub(crate) struct PlanArgs {
     /// A variable of the task's environment the rules read (NAME=VALUE; repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub(crate) env: Vec<String>,
+    /// Plan the spec as the admin's default= would be applied (the plugin's rule): a step
+    /// with more devices than tasks gets them divided among its tasks, a one-task step all of
+    /// them and their CPUs, and where a share cannot be given the default steps aside.
+    #[arg(long)]
+    pub(crate) as_default: bool,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,

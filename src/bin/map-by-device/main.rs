@@ -6,6 +6,7 @@
 
 mod check_inputs;
 mod error;
+mod exec;
 mod flags;
 mod inputs;
 mod output;
@@ -64,46 +65,64 @@ fn run(cli: Cli) -> Result<(String, bool), CliError> {
                 if json { format!("{}\n", report::devices_json(&devices)) } else { output::devices_table(&devices) };
             Ok((text, true))
         }
-        Command::Plan(args) => {
-            inputs::foreign_flags(&args)?;
-            let spec = Spec::parse(args.spec.as_deref().unwrap_or_default())?;
-            let mut facts = inputs::facts_from(&args)?;
-            let node = inputs::node_from(&args.source)?;
-            inputs::facts_fit(&facts, &node)?;
-            if map_by_device::plan::spec_may_use_gpus(&spec) {
-                // Slurm's CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES given with --env, read as the plugin does.
-                facts.step_gpus = map_by_device::plan::visible_gpus(&facts.env, &node, facts.step_gpus.take())?;
-            }
-            let outcome = plan(&spec, &node, &facts).map_err(preview_fix);
-            if let Some(path) = &args.svg {
-                output::write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
-            }
-            let plan = outcome.map_err(|e| match e {
-                // The preview's flags, named as such (the plugin's message names its topology=).
-                PlanError::StepGpuOutOfRange { index, have, host } => CliError::Foreign(format!(
-                    "--step-gpus names GPU index {index}, but the topology of {host} has only {have} GPUs: give \
-                     indices below {have}, or the --topology of the node they belong to"
-                )),
-                other => CliError::Plan(other),
-            })?;
-            if args.json {
-                return Ok((format!("{}\n", report::plan_json(&node, &plan)), true));
-            }
-            if args.short {
-                return Ok((report::plan_short(&node, &plan), true));
-            }
-            let mut out = String::new();
-            for t in &plan.tasks {
-                out.push_str(&report::task_line(&node, t));
-                out.push('\n');
-            }
-            for w in &plan.warnings {
-                out.push_str(&format!("warning: {w}\n"));
-            }
-            Ok((out, true))
-        }
+        Command::Plan(args) => run_plan(args),
         Command::Check(args) => check_inputs::run_check(&args),
+        Command::Exec(args) => exec::run_exec(&args),
     }
+}
+
+/// `plan`: the step's plan on the node, as text, JSON or a short table.
+fn run_plan(args: flags::PlanArgs) -> Result<(String, bool), CliError> {
+    inputs::foreign_flags(&args)?;
+    let spec = Spec::parse(args.spec.as_deref().unwrap_or_default())?;
+    let mut facts = inputs::facts_from(&args)?;
+    let node = inputs::node_from(&args.source)?;
+    inputs::facts_fit(&facts, &node)?;
+    if map_by_device::plan::spec_may_use_gpus(&spec) {
+        // Slurm's CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES given with --env, read as the plugin does.
+        facts.step_gpus = map_by_device::plan::visible_gpus(&facts.env, &node, facts.step_gpus.take())?;
+    }
+    // As the admin's default: the spec the plugin would apply, or why it steps aside.
+    let (spec, applied) = match args.as_default {
+        false => (spec, None),
+        true => match map_by_device::soft::as_default(&spec, &node, &facts).map_err(preview_fix) {
+            Ok(map_by_device::soft::Soft::Maps { spec: applied, .. }) => (applied.clone(), Some(applied)),
+            Ok(map_by_device::soft::Soft::Aside { why }) => {
+                return Ok((format!("the default {spec} steps aside, so the step runs unmapped: {why}\n"), true))
+            }
+            Err(e) => return Err(CliError::Plan(e)),
+        },
+    };
+    let outcome = plan(&spec, &node, &facts).map_err(preview_fix);
+    if let Some(path) = &args.svg {
+        output::write_svg(path, &report::svg::plan_svg(&node, &spec, &facts, outcome.as_ref()))?;
+    }
+    let plan = outcome.map_err(|e| match e {
+        // The preview's flags, named as such (the plugin's message names its topology=).
+        PlanError::StepGpuOutOfRange { index, have, host } => CliError::Foreign(format!(
+            "--step-gpus names GPU index {index}, but the topology of {host} has only {have} GPUs: give \
+             indices below {have}, or the --topology of the node they belong to"
+        )),
+        other => CliError::Plan(other),
+    })?;
+    if args.json {
+        return Ok((format!("{}\n", report::plan_json(&node, &plan)), true));
+    }
+    if args.short {
+        return Ok((report::plan_short(&node, &plan), true));
+    }
+    let mut out = String::new();
+    if let Some(applied) = applied {
+        out.push_str(&format!("as the default: {applied}\n"));
+    }
+    for t in &plan.tasks {
+        out.push_str(&report::task_line(&node, t));
+        out.push('\n');
+    }
+    for w in &plan.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    Ok((out, true))
 }
 
 /// clap's multi-line usage error as the one line the man page promises: the error, then

@@ -41,6 +41,8 @@ MN_TOPOLOGY_node1=e2e-2gpu.xml MN_TOPOLOGY_node2=e2e-2gpu-amd.xml MN_TOPOLOGY_no
 
 # shellcheck source=tests/e2e/cases.sh
 source "$HERE/../cases.sh"
+# shellcheck source=tests/e2e/launch.sh
+source "$HERE/../launch.sh"
 # Every variable of the plugin's table (src/env.rs VARIABLES).
 VARS=(CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES ZE_AFFINITY_MASK ZE_FLAT_DEVICE_HIERARCHY NCCL_IB_HCA UCX_NET_DEVICES PSM3_NIC OMP_NUM_THREADS OMP_PLACES OMP_PROC_BIND PMIX_DEVICE_ID)
 # cases.sh's case runner, for K nodes: after every case no node is drained or down; ranks
@@ -560,6 +562,50 @@ c_eight_twenty() {
     expect_nothing_left && expect_idle
 }
 
+# Ranks another launcher starts (issue 35; tests/e2e/launch.sh), two per node: under the
+# admin's default=gpu, Open MPI's mpirun and MPICH's mpiexec.hydra -launcher slurm on
+# node1-3 (node3 has no GPU: its ranks run unmapped), with and without
+# --external-launcher where srun has it; every rank follows the default's rule, and each
+# run is a note (issue 35's table).
+mn_launch_default() {
+    local kind=$1 ext exts=(plain) bad=0
+    ((EXT_LAUNCHER)) && exts+=(ext)
+    set_plugstacks "default=gpu"
+    LAUNCH_WHERE=(-w "node1,node2,node3" -N3)
+    for ext in "${exts[@]}"; do
+        launch "$kind" "$ext" 6 "$RPROBE"
+        expect_rc 0 || { bad=1; continue; }
+        launch_note "Slurm $SLURM_VERSION, 3 nodes, $(launch_label "$kind" "$ext"), default=gpu"
+        expect_default_ranks 6 || { echo "($ext)"; bad=1; }
+        grep -q " node=node3 .*CUDA_VISIBLE_DEVICES=-" <<<"$OUT" || { echo "no rank on node3"; show; bad=1; }
+    done
+    LAUNCH_WHERE=()
+    return $bad
+}
+
+# The same launchers with `map-by-device exec gpu` on node1 and node2: every rank gets what
+# srun --map-by-device=gpu gives the task of its rank on its node.
+mn_launch_exec() {
+    local kind=$1 ref
+    launch_build_cli || { echo "no map-by-device CLI at $MBD"; return 1; }
+    "$MBD" exec --help >/dev/null 2>&1 || { echo "$MBD has no exec command (issue 35)"; return 1; }
+    set_plugstacks ""
+    run srun -w node1,node2 -N2 -n4 --map-by-device=gpu env LAUNCH_KIND=slurm "$RPROBE"
+    OUT=$("${PROBE_SORT[@]}" <<<"$OUT")
+    expect_rc 0 || return 1
+    ref=$OUT
+    LAUNCH_WHERE=(-w "node1,node2" -N2)
+    launch "$kind" plain 4 "$MBD" exec gpu -- "$RPROBE"
+    LAUNCH_WHERE=()
+    expect_rc 0 && expect_same_ranks "$ref" || return 1
+    launch_note "Slurm $SLURM_VERSION, 2 nodes, $(launch_label "$kind" plain) map-by-device exec, spec gpu"
+}
+
+c_launch_ompi_default() { mn_launch_default ompi; }
+c_launch_hydra_default() { mn_launch_default hydra; }
+c_launch_ompi_exec() { mn_launch_exec ompi; }
+c_launch_hydra_exec() { mn_launch_exec hydra; }
+
 CASES=(
     "-N2 GPUs of two vendors: local ids restart per node, each node's own UUIDs and host|c_two_vendors"
     "--distribution=cyclic and block|c_cyclic_block"
@@ -577,6 +623,10 @@ CASES=(
     "a batch job's #SBATCH --map-by-device reaches its steps on every node|c_batch"
     "GRES GPUs across two nodes: a step given none has none; -c above a GPU's CPUs refused, bind=none maps|c_gres"
     "20 consecutive multi-node steps, nothing left behind|c_twenty_steps"
+    "launchers: mpirun ranks on 3 nodes under default=gpu: each node's GPUs whole or none, node3 unmapped|c_launch_ompi_default"
+    "launchers: mpiexec.hydra ranks on 3 nodes under default=gpu: each node's GPUs whole or none|c_launch_hydra_default"
+    "launchers: map-by-device exec under mpirun on 2 nodes maps each rank as srun does|c_launch_ompi_exec"
+    "launchers: map-by-device exec under mpiexec.hydra on 2 nodes maps each rank as srun does|c_launch_hydra_exec"
     "eight nodes: a 16-task step mapped on every node from its cache (gpu, gpu:adapters)|c_eight_nodes"
     "eight nodes: one refuses (no GPU, bad topology): the step ends everywhere, no drain|c_eight_refusal"
     "eight nodes: a heterogeneous step of two four-node components|c_eight_het"
@@ -598,7 +648,7 @@ main() {
     for entry in "${CASES[@]}"; do
         [[ -z $FILTER || ${entry%%|*} == *"$FILTER"* ]] && wanted+=("$entry")
     done
-    e2e_install_packages "${MN_PACKAGES[@]}" || abort "installing the Debian packages"
+    e2e_install_packages "${MN_PACKAGES[@]}" "${E2E_LAUNCHER_PACKAGES[@]}" || abort "installing the Debian packages"
     e2e_build_plugin || abort "building the plugin"
     local t1 t2 t3
     t1=$E2E_ROOT/topologies/$(mn_topology node1)
@@ -632,7 +682,14 @@ EOF
     printf '#!/bin/bash\necho "$(%s) SLURM_STEP_GPUS=${SLURM_STEP_GPUS:--}"\n' "$PROBE" >"$GPROBE"
     chmod 755 "$PROBE" "$GPROBE"
 
+    # The launcher cases' ranks (the probe prints every variable already) and the nodes' GPUs
+    # (after mn_net_up: launch_init asks the hub's srun what it has).
+    MBD_NODE_GPUS[node1]=${N1_UUID[0]},${N1_UUID[1]} MBD_NODE_GPU_CPUS[node1]=0-1
+    MBD_NODE_GPUS[node2]=GPU-${N2_UUID[0]},GPU-${N2_UUID[1]} MBD_NODE_GPU_CPUS[node2]=0-1
+    MBD_GPU_NAME[${N1_UUID[0]}]=nvml0 MBD_GPU_NAME[${N1_UUID[1]}]=nvml1
+    MBD_GPU_NAME[GPU-${N2_UUID[0]}]=rsmi0 MBD_GPU_NAME[GPU-${N2_UUID[1]}]=rsmi1
     mn_net_up || abort "creating the network namespaces"
+    launch_init
     local t_start=$SECONDS
     mn_cluster_start || { mn_dump_logs; abort "starting the ${#MN_NODES[@]}-node cluster"; }
     NOTES+=("cluster start took $((SECONDS - t_start)) s")

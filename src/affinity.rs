@@ -1,10 +1,11 @@
 //! The CPUs a process may run on, and changing them: `sched_getaffinity`/`sched_setaffinity`
 //! on the calling thread, and the cpuset cgroup the calling process lives in.
 //!
-//! Used in slurmstepd (`user_init`: which CPUs does Slurm let this step use?) and in each
-//! task (`task_init`: where did Slurm bind me, and bind me where the plan says).
+//! Used in slurmstepd (`user_init`: which CPUs does Slurm let this step use?), in each task
+//! (`task_init`: where did Slurm bind me, and bind me where the plan says), and by
+//! `map-by-device exec` (a rank another launcher started binds itself the same way).
 
-use map_by_device::cpuset::{CpuSet, MAX_CPU};
+use crate::cpuset::{CpuSet, MAX_CPU};
 use std::io;
 use std::path::{Path, PathBuf};
 
