@@ -107,7 +107,7 @@ pub(crate) struct CheckArgs {
     pub(crate) gres_conf: Option<PathBuf>,
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub(crate) struct Source {
     /// Read this lstopo XML instead of the local machine.
     #[arg(long, value_name = "FILE")]
