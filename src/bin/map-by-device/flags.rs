@@ -76,7 +76,7 @@ pub(crate) struct ExecArgs {
     #[command(flatten)]
     pub(crate) source: Source,
     /// The CPUs the node's ranks share (a cpulist); default: the CPUs of the launcher that
-    /// started this rank, within its cpuset cgroup (with --topology: the whole node).
+    /// started this rank, within its cpuset cgroup (with --topology FILE, the whole node).
     #[arg(long, value_name = "CPULIST")]
     pub(crate) allowed_cpus: Option<String>,
     /// Print the rank's plan line (as `plan` prints a task) instead of running PROGRAM.
