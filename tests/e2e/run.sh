@@ -657,7 +657,7 @@ c_step_cpus() {
 # launch_default_case KIND: KIND's two ranks without a default (unmapped: the plugin sets
 # nothing), then under default=gpu and default=gpu:interleave, each with and without
 # --external-launcher where srun has it (not torch: its agent is the job's own srun task):
-# the default's rule (expect_default_ranks). Every run is a note (the table of issue 35).
+# the default's rule (expect_default_ranks), and none at all for an external launcher's step. Every run is a note (the table of issue 35).
 launch_default_case() {
     local kind=$1 spec ext exts=(plain) bad=0 v
     ((EXT_LAUNCHER)) && [[ $kind != torch ]] && exts+=(ext)
@@ -669,10 +669,12 @@ launch_default_case() {
             launch_note "Slurm $SLURM_VERSION, $(launch_label "$kind" "$ext"), ${spec:+default=}${spec:-no default}"
             if [[ -n $spec ]]; then
                 expect_default_ranks 2 || { echo "(default=$spec, $ext)"; bad=1; }
-            else
+            fi
+            # No default, or an external launcher's step (srun marks it): nothing mapped.
+            if [[ -z $spec || $ext == ext ]]; then
                 for v in "${PLUGIN_VARS[@]}"; do
                     [[ " $LAUNCH_OWN_VARS " == *" $v "* ]] && continue
-                    grep -q " $v=[^-]" <<<"$OUT" && { echo "no default, yet $v is set"; show; bad=1; }
+                    grep -q " $v=[^-]" <<<"$OUT" && { echo "${spec:-no default} ($ext), yet $v is set"; show; bad=1; }
                 done
                 [[ $(grep -c . <<<"$OUT") == 2 ]] || { echo "expected 2 ranks"; show; bad=1; }
             fi
