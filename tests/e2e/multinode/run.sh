@@ -624,7 +624,17 @@ mn_launch_exec() {
     expect_rc 0 || return 1
     ref=$OUT
     LAUNCH_WHERE=(-w "node1,node2" -N2)
-    launch "$kind" plain 4 "$MBD" exec gpu -- "$RPROBE"
+    # Each node here has its own slurm.conf (SLURM_CONF, set by its slurmd for its tasks),
+    # where a real node reads its own /etc/slurm. Hydra forwards mpiexec's environment to
+    # every rank, the hub's SLURM_CONF with it: the wrapper gives the rank its node's back.
+    local wrap=$E2E_DIR/work/node-conf.sh
+    printf '#!/bin/sh\nSLURM_CONF=%s/etc/slurm-$SLURMD_NODENAME.conf exec "$@"\n' "$E2E_DIR" >"$wrap"
+    chmod 755 "$wrap"
+    if [[ $kind == hydra ]]; then
+        launch "$kind" plain 4 "$wrap" "$MBD" exec gpu -- "$RPROBE"
+    else
+        launch "$kind" plain 4 "$MBD" exec gpu -- "$RPROBE"
+    fi
     LAUNCH_WHERE=()
     expect_rc 0 && expect_same_ranks "$ref" || return 1
     launch_note "Slurm $SLURM_VERSION, 2 nodes, $(launch_label "$kind" plain) map-by-device exec, spec gpu"
