@@ -516,6 +516,73 @@ fn idle_step_gpus_and_scattered_groups_are_said_with_the_spec_that_fixes_them() 
     }
 }
 
+/// Issue 35: `plan --as-default` applies a spec as the plugin applies the admin's default. A
+/// default never gives a task fewer devices than the step's divided by its tasks: a one-task
+/// step (a launcher's daemon) gets every GPU and the CPUs of all of them, an even share is
+/// given with ndev=auto, and where no share can be given the default steps aside (exit 0, the
+/// step runs unmapped). The same spec given as the job's own means what it says.
+#[test]
+fn plan_as_default_gives_every_task_its_share_or_steps_aside() {
+    let turin = topo("turin-h200.xml");
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["plan", "--topology", turin.as_str()];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    let gpus = |line: &str| line.split(" cuda").count() - 1;
+    // One task: every GPU of the node, and the CPUs next to all of them.
+    let out = plan(&["--as-default", "-n", "1", "gpu"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.first(), Some(&"as the default: gpu:ndev=auto"), "{out}");
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(gpus(lines[1]), 4, "{out}");
+    assert!(lines[1].contains("; cpus 16-47,96-127,144-175,224-255; "), "{out}");
+    assert_eq!(
+        lines[1].split("CUDA_VISIBLE_DEVICES=").nth(1).map(|v| v.split(' ').next().unwrap_or("").split(',').count()),
+        Some(4),
+        "{out}"
+    );
+    // ... which the job's own spec does not get: it means one GPU.
+    let own = plan(&["-n", "1", "gpu"]);
+    assert!(!own.contains("as the default") && gpus(&own) == 1, "{own}");
+    // A binding finer than the locality would crowd a launcher's ranks onto one core.
+    let out = plan(&["--as-default", "-n", "1", "gpu:bind=core"]);
+    assert!(out.starts_with("as the default: gpu:ndev=auto:bind=locality\n"), "{out}");
+    assert!(out.contains("; cpus 0-255; ") && gpus(&out) == 4, "{out}");
+    let out = plan(&["--as-default", "-n", "1", "gpu:pe=2"]);
+    assert!(out.starts_with("as the default: gpu:ndev=auto:bind=locality\n") && gpus(&out) == 4, "{out}");
+    // Two tasks on four GPUs: two each; four tasks: the default as written.
+    let out = plan(&["--as-default", "--step-gpus", "0-3", "-n", "2", "gpu"]);
+    assert!(out.starts_with("as the default: gpu:ndev=auto\n"), "{out}");
+    assert!(out.lines().skip(1).all(|l| gpus(l) == 2) && out.lines().count() == 3, "{out}");
+    let out = plan(&["--as-default", "-n", "4", "gpu"]);
+    assert!(out.starts_with("as the default: gpu\n"), "{out}");
+    assert!(out.lines().skip(1).all(|l| gpus(l) == 1) && out.lines().count() == 5, "{out}");
+    // No share to give: the default steps aside, in the plugin's words.
+    let aside = |extra: &[&str], want: &str| {
+        let out = plan(extra);
+        assert_eq!(out, format!("{want}: without the default every task sees them all\n"), "{extra:?}");
+    };
+    aside(
+        &["--as-default", "-n", "3", "gpu"],
+        "the default gpu steps aside, so the step runs unmapped: it would leave 1 of the step's 4 gpu devices on \
+         turin-h200 to no task (cuda3; 4 do not divide among 3 tasks)",
+    );
+    aside(
+        &["--as-default", "--allowed-cpus", "16-47,144-175", "-n", "1", "gpu"],
+        "the default gpu steps aside, so the step runs unmapped: it would leave 2 of the step's 4 gpu devices on \
+         turin-h200 to no task (cuda2, cuda3; they are far from the step's CPUs)",
+    );
+    aside(
+        &["--as-default", "-n", "1", "gpu:closest"],
+        "the default gpu:closest steps aside, so the step runs unmapped: it would leave 3 of the step's 4 gpu \
+         devices on turin-h200 to no task (cuda1, cuda2, cuda3; closest and ppr= take no share)",
+    );
+    // A plan the engine refuses is still a refusal (the plugin logs it and runs unmapped).
+    let err = refused(&["plan", "--topology", &turin, "--as-default", "-n", "5", "gpu"]);
+    assert!(err.contains("5 tasks with ndev=1 need 5 gpu devices"), "{err}");
+}
+
 // --- check ------------------------------------------------------------------------------
 
 /// Every fixture XML in `topologies/`.
@@ -780,6 +847,29 @@ fn check_with_a_config_file() {
     let out = ok(&["check", "--config", &c]);
     assert!(out.contains("drm-only.xml (topology= of the plugin's settings)"), "{out}");
     assert!(out.contains("(from driver file "), "{out}");
+}
+
+/// Issue 35: `check` applies the default as the plugin does; one that takes no share steps
+/// aside for a one-task step (a launcher's daemon), and says why, while a step of one task
+/// per GPU is still mapped.
+#[test]
+fn check_says_when_the_default_steps_aside_for_a_one_task_step() {
+    let Some(dir) = TempDir::trusted("aside") else { return };
+    let turin = topo("turin-h200.xml");
+    let c = dir.file("closest.toml", "default = \"gpu:closest\"\n");
+    let out = ok(&["check", "--topology", &turin, "--config", &c]);
+    assert!(
+        out.contains(
+            "Default \"gpu:closest\" on this node, for a one-task step: steps aside, it would leave 3 of the step's 4 \
+             gpu devices on turin-h200 to no task (cuda1, cuda2, cuda3; closest and ppr= take no share): without the \
+             default every task sees them all\n"
+        ),
+        "{out}"
+    );
+    contains_all(
+        &out,
+        &["  4 tasks (one per gpu device here): maps, each task its own device: cuda0, cuda1, cuda2, cuda3\n"],
+    );
 }
 
 #[test]

@@ -335,7 +335,7 @@ fn every_qualifier_and_flag_is_in_the_man_pages() {
         assert!(man8.contains(level), "map-by-device(8) does not mention bind={level}");
     }
     // Every subcommand and long flag the CLI's --help lists.
-    for sub in ["devices", "plan", "check"] {
+    for sub in ["devices", "plan", "check", "exec"] {
         assert!(man1.contains(&format!(".B {sub}")), "map-by-device(1) does not describe {sub}");
         let help = Command::new(BIN).args([sub, "--help"]).output().unwrap();
         let help = String::from_utf8_lossy(&help.stdout);

@@ -50,6 +50,11 @@ mod slurm_version {
     include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
 }
 
+/// The Slurm release this plugin was built for, as `SLURM_VERSION_NUMBER`.
+pub(crate) const fn slurm_version_number() -> u32 {
+    slurm_version::SLURM_VERSION_NUMBER
+}
+
 // The bindings (and so the values of the spank_item enum this plugin passes to Slurm) must
 // come from the same Slurm as the version the plugin declares: SKIP_SLURM_BINDINGS builds
 // use the crate's bundled 23.11 bindings, whose items do not match 22.05.
@@ -64,8 +69,8 @@ const _: () = assert!(
 /// start a `slurmstepd spank prolog` and a `spank epilog` process for every job on every node
 /// (Slurm 22.05 `plugstack.c:spank_stack_plugin_valid_for_context`, `prep_script_slurmd.c`),
 /// measured at about 15-20 ms per job, and holds each finished job's CPUs until its epilog ran.
-/// The other unused hooks (`local_user_init`, `task_init_privileged`, `task_post_fork`,
-/// `task_exit`, `exit`) would only cost a call each. This is the crate's macro (0.4.1, pinned)
+/// The other unused hooks (`task_init_privileged`, `task_post_fork`,
+/// `task_exit`, `exit`) would only cost a call each; `local_user_init` is one call in srun. This is the crate's macro (0.4.1, pinned)
 /// with that list cut down; each hook goes through the same crate entry points.
 macro_rules! export_spank_plugin {
     ($name:literal, $version:expr, $ty:ty, [$(($c_hook:ident, $hook:ident)),* $(,)?]) => {
@@ -118,6 +123,7 @@ export_spank_plugin!(
     [
         (slurm_spank_init, init),
         (slurm_spank_init_post_opt, init_post_opt),
+        (slurm_spank_local_user_init, local_user_init),
         (slurm_spank_user_init, user_init),
         (slurm_spank_task_init, task_init),
         (slurm_spank_slurmd_exit, slurmd_exit),
@@ -219,6 +225,11 @@ unsafe impl Plugin for MapByDevice {
             }
             (_, result) => result,
         }
+    }
+
+    /// In srun, before it launches the step: marks an external launcher's step (srun.rs).
+    fn local_user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        guarded("local_user_init", || self.srun.local_user_init(spank, self.config.as_ref()))
     }
 
     /// In slurmstepd, once per step: the step's decision (slurmstepd.rs). Never fails.

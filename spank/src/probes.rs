@@ -9,6 +9,7 @@ use map_by_device::device::DeviceClass;
 use map_by_device::spec::{Spec, Target};
 use map_by_device::text::excerpt;
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 
 /// Whether Slurm bound GPUs to this task (`--gpu-bind`, or implied by `--gpus-per-task`,
 /// `--ntasks-per-gpu`, `--accel-bind=g`), judged in `task_init` by comparing the task's
@@ -165,6 +166,28 @@ pub fn gres_gpu_loaded() -> bool {
     found
 }
 
+/// The variable srun (this plugin, in `local_user_init`) puts in the environment of a step
+/// that `srun --external-launcher` starts, for slurmstepd: Slurm marks such a step
+/// (`SSF_EXT_LAUNCHER`, 23.11 and later), but no SPANK item tells a plugin, in slurmstepd or
+/// in srun. A default steps aside for such a step. The job's user can set it too, which only
+/// turns the admin's soft default off for their own steps, as `--map-by-device=none` does.
+pub const EXTERNAL_LAUNCHER_MARK: &str = "MAP_BY_DEVICE_EXTERNAL_LAUNCHER";
+
+/// Whether srun was asked to start an external launcher's step (Slurm 23.11 and later): its
+/// own options (`srun_args`: srun's argv without its program and that program's arguments)
+/// hold `--external-launcher` (any value; getopt also takes an unambiguous prefix, from
+/// `--exte`), or its environment sets `SLURM_EXTERNAL_LAUNCHER` (srun's `opt.c` reads it as
+/// the option, whatever its value: 24.11 `slurm_opt.c`, `COMMON_SRUN_BOOL_OPTION`).
+pub fn external_launcher(srun_args: &[&OsStr], env_value: Option<&OsStr>) -> bool {
+    const NAME: &str = "--external-launcher";
+    env_value.is_some()
+        || srun_args.iter().any(|a| {
+            let a = a.to_string_lossy();
+            let name = a.split('=').next().unwrap_or("");
+            name.len() >= "--exte".len() && NAME.starts_with(name)
+        })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -285,5 +308,24 @@ mod tests {
     #[test]
     fn no_gres_plugin_in_a_test_binary() {
         assert!(!gres_gpu_loaded());
+    }
+}
+
+#[cfg(test)]
+mod ext_tests {
+    use super::*;
+
+    #[test]
+    fn the_external_launcher_option_is_found_in_any_spelling_srun_takes() {
+        fn args(list: &[&'static str]) -> Vec<&'static OsStr> {
+            list.iter().map(|s| OsStr::new(*s)).collect()
+        }
+        for yes in [&["--external-launcher"][..], &["-N1", "--external-launcher=1"], &["--exte"], &["--external"]] {
+            assert!(external_launcher(&args(yes), None), "{yes:?}");
+        }
+        for no in [&[][..], &["--extra=x"], &["--exclusive"], &["--ext"], &["--export=ALL"], &["external-launcher"]] {
+            assert!(!external_launcher(&args(no), None), "{no:?}");
+        }
+        assert!(external_launcher(&[], Some(OsStr::new(""))));
     }
 }

@@ -8,9 +8,13 @@ use crate::args::ArgsError;
 use crate::error::HookError;
 use crate::het;
 use crate::option::{self, OPTION};
+use crate::probes;
 use map_by_device::config::Config;
 use map_by_device::spec::Spec;
 use map_by_device::text;
+use slurm_spank::SpankHandle;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 
 /// The plugin's state in srun, sbatch or salloc.
 #[derive(Default)]
@@ -36,4 +40,35 @@ impl State {
         option::forget_after_hook();
         self.components.add(text.as_deref()).map_err(|e| HookError::Report(e.to_string()))
     }
+
+    /// In srun, before the step is launched: marks a step of `srun --external-launcher` (Slurm
+    /// 23.11 and later) for slurmstepd, which cannot see Slurm's own mark, so that an admin's
+    /// default steps aside for it (probes.rs, [`probes::EXTERNAL_LAUNCHER_MARK`]). Only where
+    /// a default is set, on a release that has the option; srun's environment is the job's
+    /// from here on (srun merges it after this hook, `pre_launch_srun_job`).
+    pub fn local_user_init(
+        &self,
+        spank: &mut SpankHandle,
+        config: Option<&Result<Config, ArgsError>>,
+    ) -> Result<(), HookError> {
+        let has_default = matches!(config, Some(Ok(c)) if c.default.is_some());
+        if !has_default || crate::slurm_version_number() < EXTERNAL_LAUNCHER_SINCE {
+            return Ok(());
+        }
+        let env_value = std::env::var_os("SLURM_EXTERNAL_LAUNCHER");
+        let own = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+        let argv: Vec<&OsStr> = own.split(|b| *b == 0).filter(|a| !a.is_empty()).map(OsStr::from_bytes).collect();
+        // srun's own options: its argv less argv[0] and the program with its arguments.
+        let program = spank.job_argv_os().map(|a| a.len()).unwrap_or(0);
+        let options = argv.get(1..argv.len().saturating_sub(program)).unwrap_or(&[]);
+        if probes::external_launcher(options, env_value.as_deref()) {
+            spank
+                .setenv(probes::EXTERNAL_LAUNCHER_MARK, "1", true)
+                .map_err(|e| HookError::Report(format!("cannot mark the external launcher's step: {e}")))?;
+        }
+        Ok(())
+    }
 }
+
+/// `SLURM_VERSION_NUMBER` of Slurm 23.11, the first with `srun --external-launcher`.
+const EXTERNAL_LAUNCHER_SINCE: u32 = (23 << 16) | (11 << 8);

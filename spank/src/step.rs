@@ -114,6 +114,12 @@ fn decide_inner(inputs: Inputs, log: &mut Log) -> Step {
         Err(refused) => return refused,
     };
     let refused = |message: String| Step::Refused { origin, message };
+    // An external launcher's step (srun --external-launcher, marked by srun: probes.rs) is
+    // the launcher's, not its ranks': the admin's default leaves it alone.
+    if origin == Origin::AdminDefault && env.contains_key(crate::probes::EXTERNAL_LAUNCHER_MARK) {
+        log.notes.push("default not applied, an external launcher's step (srun --external-launcher)".into());
+        return Step::Off;
+    }
     // The job asked Slurm for a CPU binding of its own: the admin's default leaves it alone.
     if origin == Origin::AdminDefault {
         if let Some(why) = crate::probes::job_cpu_binding(&env) {
@@ -752,6 +758,13 @@ mod tests {
         // The job's own spec is the job's: its --cpu-bind does not stop it.
         let own = [gpus[0], ("SLURM_CPU_BIND_TYPE", "cores")];
         assert!(matches!(step(Some("gpu"), 2, 1, &own).0, Step::Planned(_)));
+        // srun --external-launcher (srun marks the step): the default leaves it alone; the
+        // job's own spec still maps it.
+        let ext = [gpus[0], (crate::probes::EXTERNAL_LAUNCHER_MARK, "1")];
+        let (s, notes) = step(None, 1, 2, &ext);
+        assert!(matches!(s, Step::Off), "{s:?}");
+        assert!(notes.contains("an external launcher's step"), "{notes}");
+        assert!(matches!(step(Some("gpu"), 2, 1, &ext).0, Step::Planned(_)));
         // One task on two GPUs (a launcher's daemon): the default gives it both, never one.
         match step(None, 1, 1, &gpus).0 {
             Step::Planned(p) => {

@@ -181,6 +181,8 @@ expect_default_ranks() {
                 [[ $v == CUDA_VISIBLE_DEVICES || $v == ROCR_VISIBLE_DEVICES || " $LAUNCH_OWN_VARS " == *" $v "* ]] && continue
                 local val
                 val=$(field "$l" "$v")
+                # Slurm's own GPU list (its gres/gpu sets ZE_AFFINITY_MASK too) is no mapping.
+                [[ -n $val && $val == "${MBD_NODE_SLURM_GPUS[$node]:-}" ]] && continue
                 [[ -z $val || $val == - ]] || { echo "rank $rank: no GPU variable but $v=$val (a partial mapping)"; bad=1; }
             done
         elif [[ -n $gpus && $(tr , '\n' <<<"$have" | sort | paste -sd,) == $(tr , '\n' <<<"$gpus" | sort | paste -sd,) ]]; then
@@ -201,6 +203,11 @@ expect_default_ranks() {
 
 # expect_same_ranks REF: OUT (the launcher's ranks) is REF (srun's tasks) line for line.
 expect_same_ranks() {
+    local v
+    # What the launcher sets itself (torchrun: OMP_NUM_THREADS=1) where srun's task has nothing.
+    for v in $LAUNCH_OWN_VARS; do
+        [[ $1 == *" $v=-"* ]] && OUT=$(sed "s/ $v=[^ ]*/ $v=-/g" <<<"$OUT")
+    done
     [[ $OUT == "$1" ]] && return 0
     echo "ranks differ from srun's tasks (- srun, + launcher):"
     diff <(printf '%s\n' "$1") <(printf '%s\n' "$OUT") | sed -n 's/^</-/p;s/^>/+/p'

@@ -657,7 +657,7 @@ c_step_cpus() {
 # launch_default_case KIND: KIND's two ranks without a default (unmapped: the plugin sets
 # nothing), then under default=gpu and default=gpu:interleave, each with and without
 # --external-launcher where srun has it (not torch: its agent is the job's own srun task):
-# the default's rule (expect_default_ranks). Every run is a note (the table of issue 35).
+# the default's rule (expect_default_ranks), and none at all for an external launcher's step. Every run is a note (the table of issue 35).
 launch_default_case() {
     local kind=$1 spec ext exts=(plain) bad=0 v
     ((EXT_LAUNCHER)) && [[ $kind != torch ]] && exts+=(ext)
@@ -669,10 +669,12 @@ launch_default_case() {
             launch_note "Slurm $SLURM_VERSION, $(launch_label "$kind" "$ext"), ${spec:+default=}${spec:-no default}"
             if [[ -n $spec ]]; then
                 expect_default_ranks 2 || { echo "(default=$spec, $ext)"; bad=1; }
-            else
+            fi
+            # No default, or an external launcher's step (srun marks it): nothing mapped.
+            if [[ -z $spec || $ext == ext ]]; then
                 for v in "${PLUGIN_VARS[@]}"; do
                     [[ " $LAUNCH_OWN_VARS " == *" $v "* ]] && continue
-                    grep -q " $v=[^-]" <<<"$OUT" && { echo "no default, yet $v is set"; show; bad=1; }
+                    grep -q " $v=[^-]" <<<"$OUT" && { echo "${spec:-no default} ($ext), yet $v is set"; show; bad=1; }
                 done
                 [[ $(grep -c . <<<"$OUT") == 2 ]] || { echo "expected 2 ranks"; show; bad=1; }
             fi
@@ -1101,11 +1103,17 @@ c_gres_default_respects_the_job() {
     expect_rc 0 && expect_no_err "map-by-device" || return 1
     grep -q "CUDA_VISIBLE_DEVICES=GPU-" <<<"$OUT" && { echo "--gpu-bind=none: the default mapped"; show; return 1; }
     log_has "default not applied, the job chose its own GPU binding (SLURMD_TRES_BIND=${TRES_GPU}none)" || return 1
-    # One task given two GPUs: the default would hide one of them.
+    # One task given two GPUs (a launcher's daemon; issue 35): a default never gives a task
+    # fewer devices than the step's divided by its tasks. With both CPUs (-c 2) the task gets
+    # both GPUs and the CPUs next to both (applied as ndev=auto), never one GPU.
+    gres_probe -n 1 -c 2 --gres=gpu:2
+    expect_rc 0 && expect_out "$(gline 0 0-1 0-1 0,1 "${GRES_UUID[0]},${GRES_UUID[1]}")" || return 1
+    # With one CPU, next to the first GPU only, it would leave the second to no task: the
+    # default steps aside (the task keeps both GPUs, unmapped) and slurmd.log says why.
     log_mark
     gres_probe -n 1 --gres=gpu:2
-    expect_rc 0 && expect_out "$(gline 0 0 0 0,1 0,1)" || return 1
-    log_has "would leave GPUs Slurm gave the step idle (renderD129)" || return 1
+    expect_rc 0 && expect_out "$(gline 0 0 0 0,1 0,1)" && expect_no_err "map-by-device" || return 1
+    log_has "the default gpu steps aside: it would leave 1 of the step's 2 gpu devices on $(hostname) to no task (renderD129; they are far from the step's CPUs): without the default every task sees them all" || return 1
     # Two CPUs per task (-c 2) where each GPU has one CPU near it: the default would bind each
     # task to fewer CPUs than Slurm gave it.
     log_mark
@@ -1638,7 +1646,7 @@ GRES_CASES=(
     "gres: MIG instances (Slurm 26.05's MIG-<uuid>) are refused, never replaced; Slurm's value stays|c_gres_mig"
     "gres: env_uuid (Slurm names the step's GPUs by UUID) maps, and must agree with SLURM_STEP_GPUS|c_gres_env_uuid"
     "gres: a step without GPUs has none: refused (once), a default steps aside; require_step_gpus says otherwise|c_gres_no_gpus_requested"
-    "gres: the default leaves --cpu-bind, --gpu-bind=none, idle GPUs and -c above the locality alone|c_gres_default_respects_the_job"
+    "gres: the default leaves --cpu-bind, --gpu-bind=none and -c above the locality alone; one task gets every GPU or none|c_gres_default_respects_the_job"
     "gres: a user's own SLURM_STEP_GPUS (no --gres, another --gres) is Slurm's to replace: only the allocation is mapped|c_gres_user_step_gpus"
     "gres: launchers: mpirun and mpiexec.hydra ranks under a default get both GPUs or Slurm's; exec maps as srun|c_gres_launch"
 )

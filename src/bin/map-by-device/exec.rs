@@ -170,7 +170,12 @@ fn load_node(args: &ExecArgs, config: &Config, plugin: Option<PathBuf>) -> Resul
             }
         }
     }
-    node_with(&args.source, config, true)
+    // This machine's name, as the plugin names it, unless the node is another's (--topology).
+    let mut source = args.source.clone();
+    if source.topology.is_none() && source.hostname.is_none() {
+        source.hostname = map_by_device::host::name();
+    }
+    node_with(&source, config, true)
 }
 
 /// The step as this rank sees it: its launcher's rank count, the CPUs its launcher holds,

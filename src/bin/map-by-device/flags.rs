@@ -76,7 +76,7 @@ pub(crate) struct ExecArgs {
     #[command(flatten)]
     pub(crate) source: Source,
     /// The CPUs the node's ranks share (a cpulist); default: the CPUs of the launcher that
-    /// started this rank, within its cpuset cgroup (with --topology: the whole node).
+    /// started this rank, within its cpuset cgroup (with --topology FILE, the whole node).
     #[arg(long, value_name = "CPULIST")]
     pub(crate) allowed_cpus: Option<String>,
     /// Print the rank's plan line (as `plan` prints a task) instead of running PROGRAM.
@@ -107,7 +107,7 @@ pub(crate) struct CheckArgs {
     pub(crate) gres_conf: Option<PathBuf>,
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub(crate) struct Source {
     /// Read this lstopo XML instead of the local machine.
     #[arg(long, value_name = "FILE")]

@@ -115,6 +115,19 @@ expect_nothing_left() {
     [[ -z $left ]] || { echo "step sockets left in the spool: $left"; return 1; }
 }
 
+# node_log_has NODE FROM TEXT: slurmd-NODE.log has TEXT after its line FROM (within 5 s:
+# slurmstepd's debug lines reach the log after the step).
+node_log_has() {
+    local log=$E2E_DIR/log/slurmd-$1.log i
+    for ((i = 0; i < 50; i++)); do
+        tail -n +"$(($2 + 1))" "$log" | grep -qF -- "$3" && return 0
+        sleep 0.1
+    done
+    echo "slurmd-$1.log lacks (since line $2): $3"
+    tail -n +"$(($2 + 1))" "$log" | grep map-by-device | tail -n 5
+    return 1
+}
+
 # The time from a node's refusal (its slurmd log line, millisecond timestamps) to srun's
 # exit (END, seconds since the epoch).
 refusal_to_exit() { # NODE PATTERN END
@@ -217,11 +230,14 @@ c_missing_class_explicit() {
 
 c_missing_class_default() {
     set_plugstacks "default=gpu"
-    # The admin's default is soft: node3 runs unmapped, node1 is mapped.
-    probe -w node1,node3 -N2 -n2
+    # The admin's default is soft: node3 runs unmapped, node1 is mapped. node1 runs one task
+    # of the step (a launcher's daemon has this shape): a default never gives a task fewer
+    # devices than the step's divided by its tasks (issue 35), so with both CPUs (-c2) it gets
+    # both GPUs and the CPUs next to both, never one GPU.
+    probe -w node1,node3 -N2 -n2 -c2
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 "$(n1gpu 0)"
-        tl 1 0 node3 0
+        tl 0 0 node1 0-1 "CUDA_VISIBLE_DEVICES=${N1_UUID[0]},${N1_UUID[1]}" "PMIX_DEVICE_ID=gpu://node1::nvml0,gpu://node1::nvml1"
+        tl 1 0 node3 0-1
     )" && expect_no_err "map-by-device" || return 1
     grep -q "default not applied, task runs unmapped: node node3 has no gpu devices" "$E2E_DIR/log/slurmd-node3.log" ||
         { echo "slurmd-node3.log lacks the soft default's debug line"; return 1; }
@@ -335,12 +351,25 @@ c_partial_node() {
         tl 0 0 node1 0 "$(n1gpu 0)"
         tl 1 0 node2 0 "$(n2gpu 1)"
     )" || return 1
-    # Under the admin's default the same step is mapped, not quietly left unmapped.
+    # Under the admin's default the same step would leave each node's other GPU to no task:
+    # a default never gives a task fewer devices than the step's divided by its tasks (issue
+    # 35), so it steps aside on both nodes (unmapped, every GPU seen) and each slurmd says why.
     set_plugstacks "default=gpu"
+    local n1 n2
+    n1=$(wc -l <"$E2E_DIR/log/slurmd-node1.log") n2=$(wc -l <"$E2E_DIR/log/slurmd-node2.log")
     probe -w node1,node2 -N2 -n2
     expect_rc 0 && expect_out "$(
-        tl 0 0 node1 0 "$(n1gpu 0)"
-        tl 1 0 node2 0 "$(n2gpu 1)"
+        tl 0 0 node1 0
+        tl 1 0 node2 0
+    )" && expect_no_err "map-by-device" || return 1
+    local aside="the default gpu steps aside: it would leave 1 of the step's 2 gpu devices on"
+    node_log_has node1 "$n1" "$aside node1 to no task (cuda1; they are far from the step's CPUs)" &&
+        node_log_has node2 "$n2" "$aside node2 to no task (rsmi0; they are far from the step's CPUs)" || return 1
+    # With both CPUs (-c2) each node's one task gets both its GPUs and the CPUs next to them.
+    probe -w node1,node2 -N2 -n2 -c2
+    expect_rc 0 && expect_out "$(
+        tl 0 0 node1 0-1 "CUDA_VISIBLE_DEVICES=${N1_UUID[0]},${N1_UUID[1]}" "PMIX_DEVICE_ID=gpu://node1::nvml0,gpu://node1::nvml1"
+        tl 1 0 node2 0-1 "ROCR_VISIBLE_DEVICES=GPU-${N2_UUID[0]},GPU-${N2_UUID[1]}" "PMIX_DEVICE_ID=gpu://node2::rsmi0,gpu://node2::rsmi1"
     )"
 }
 
@@ -595,7 +624,17 @@ mn_launch_exec() {
     expect_rc 0 || return 1
     ref=$OUT
     LAUNCH_WHERE=(-w "node1,node2" -N2)
-    launch "$kind" plain 4 "$MBD" exec gpu -- "$RPROBE"
+    # Each node here has its own slurm.conf (SLURM_CONF, set by its slurmd for its tasks),
+    # where a real node reads its own /etc/slurm. Hydra forwards mpiexec's environment to
+    # every rank, the hub's SLURM_CONF with it: the wrapper gives the rank its node's back.
+    local wrap=$E2E_DIR/work/node-conf.sh
+    printf '#!/bin/sh\nSLURM_CONF=%s/etc/slurm-$SLURMD_NODENAME.conf exec "$@"\n' "$E2E_DIR" >"$wrap"
+    chmod 755 "$wrap"
+    if [[ $kind == hydra ]]; then
+        launch "$kind" plain 4 "$wrap" "$MBD" exec gpu -- "$RPROBE"
+    else
+        launch "$kind" plain 4 "$MBD" exec gpu -- "$RPROBE"
+    fi
     LAUNCH_WHERE=()
     expect_rc 0 && expect_same_ranks "$ref" || return 1
     launch_note "Slurm $SLURM_VERSION, 2 nodes, $(launch_label "$kind" plain) map-by-device exec, spec gpu"
@@ -612,13 +651,13 @@ CASES=(
     "network across nodes: an InfiniBand HCA on node1, Ethernet on node3|c_network"
     "gpu:adapters across nodes: node1's tasks their GPU and its HCA, node2 (no HCA) warned once|c_adapters"
     "a node without GPUs, explicit spec: the whole step fails naming node3|c_missing_class_explicit"
-    "a node without GPUs, admin default: unmapped there, mapped on node1|c_missing_class_default"
+    "a node without GPUs, admin default: unmapped there, node1's one task every GPU|c_missing_class_default"
     "a node without the plugstack line runs the step unmapped; slurmd says so|c_no_plugstack_line"
     "heterogeneous (defect 1): differing specs are refused in srun/sbatch/salloc|c_het_differ"
     "heterogeneous (defect 1): one spec (option or environment) maps each component|c_het_same"
     "refusal (defect 2): node2's refusal ends node1's task promptly, as root and nobody|c_refusal_ends_step"
     "refusal (defect 2): a heterogeneous step ends in every component|c_refusal_ends_het_step"
-    "partial node (defect 3): a step on CPU 0 gets the GPU next to CPU 0|c_partial_node"
+    "partial node (defect 3): a step on CPU 0 gets the GPU next to CPU 0; a default steps aside|c_partial_node"
     "partial node (defect 3): more tasks than near GPUs is refused naming the far one|c_partial_node_too_many"
     "a batch job's #SBATCH --map-by-device reaches its steps on every node|c_batch"
     "GRES GPUs across two nodes: a step given none has none; -c above a GPU's CPUs refused, bind=none maps|c_gres"
