@@ -50,11 +50,6 @@ mod slurm_version {
     include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
 }
 
-/// The Slurm release this plugin was built for, as `SLURM_VERSION_NUMBER`.
-pub(crate) const fn slurm_version_number() -> u32 {
-    slurm_version::SLURM_VERSION_NUMBER
-}
-
 // The bindings (and so the values of the spank_item enum this plugin passes to Slurm) must
 // come from the same Slurm as the version the plugin declares: SKIP_SLURM_BINDINGS builds
 // use the crate's bundled 23.11 bindings, whose items do not match 22.05.
@@ -229,7 +224,9 @@ unsafe impl Plugin for MapByDevice {
 
     /// In srun, before it launches the step: marks an external launcher's step (srun.rs).
     fn local_user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        guarded("local_user_init", || self.srun.local_user_init(spank, self.config.as_ref()))
+        guarded("local_user_init", || {
+            self.srun.local_user_init(spank, self.config.as_ref(), slurm_version::SLURM_VERSION_NUMBER)
+        })
     }
 
     /// In slurmstepd, once per step: the step's decision (slurmstepd.rs). Never fails.

@@ -44,15 +44,17 @@ impl State {
     /// In srun, before the step is launched: marks a step of `srun --external-launcher` (Slurm
     /// 23.11 and later) for slurmstepd, which cannot see Slurm's own mark, so that an admin's
     /// default steps aside for it (probes.rs, [`probes::EXTERNAL_LAUNCHER_MARK`]). Only where
-    /// a default is set, on a release that has the option; srun's environment is the job's
+    /// a default is set, on a release that has the option (`slurm_version`, the
+    /// `SLURM_VERSION_NUMBER` the plugin was built for); srun's environment is the job's
     /// from here on (srun merges it after this hook, `pre_launch_srun_job`).
     pub fn local_user_init(
         &self,
         spank: &mut SpankHandle,
         config: Option<&Result<Config, ArgsError>>,
+        slurm_version: u32,
     ) -> Result<(), HookError> {
         let has_default = matches!(config, Some(Ok(c)) if c.default.is_some());
-        if !has_default || crate::slurm_version_number() < EXTERNAL_LAUNCHER_SINCE {
+        if !has_default || slurm_version < EXTERNAL_LAUNCHER_SINCE {
             return Ok(());
         }
         let env_value = std::env::var_os("SLURM_EXTERNAL_LAUNCHER");
