@@ -140,14 +140,17 @@ run_case() {
 # log_mark: remembers slurmd.log's length; log_has PATTERN: the pattern is in what came after
 # (waiting up to 5 s: srun can return before slurmstepd's last lines reach the log).
 log_mark() { LOG_MARK=$(wc -l <"$E2E_DIR/log/slurmd.log"); }
-log_has() {
+log_has() { log_file_has "$E2E_DIR/log/slurmd.log" "$LOG_MARK" "$1"; }
+
+# log_file_has FILE FROM TEXT: FILE has TEXT after its line FROM (within 5 s).
+log_file_has() {
     local i
     for ((i = 0; i < 50; i++)); do
-        tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep -qF -- "$1" && return 0
+        tail -n +"$(($2 + 1))" "$1" | grep -qF -- "$3" && return 0
         sleep 0.1
     done
-    echo "slurmd.log lacks (since the mark): $1"
-    tail -n +"$((LOG_MARK + 1))" "$E2E_DIR/log/slurmd.log" | grep map-by-device | tail -n 5
+    echo "${1##*/} lacks (since line $2): $3"
+    tail -n +"$(($2 + 1))" "$1" | grep map-by-device | tail -n 5
     return 1
 }
 

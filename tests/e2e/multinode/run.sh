@@ -117,16 +117,7 @@ expect_nothing_left() {
 
 # node_log_has NODE FROM TEXT: slurmd-NODE.log has TEXT after its line FROM (within 5 s:
 # slurmstepd's debug lines reach the log after the step).
-node_log_has() {
-    local log=$E2E_DIR/log/slurmd-$1.log i
-    for ((i = 0; i < 50; i++)); do
-        tail -n +"$(($2 + 1))" "$log" | grep -qF -- "$3" && return 0
-        sleep 0.1
-    done
-    echo "slurmd-$1.log lacks (since line $2): $3"
-    tail -n +"$(($2 + 1))" "$log" | grep map-by-device | tail -n 5
-    return 1
-}
+node_log_has() { log_file_has "$E2E_DIR/log/slurmd-$1.log" "$2" "$3"; }
 
 # The time from a node's refusal (its slurmd log line, millisecond timestamps) to srun's
 # exit (END, seconds since the epoch).
