@@ -101,6 +101,23 @@ EOF
     NOTES+=("launchers: Open MPI ${OMPI_VERSION:-missing} ($OMPI_RUN), MPICH ${MPICH_VERSION:-missing} ($HYDRA_RUN -launcher slurm), srun --external-launcher: $( ((EXT_LAUNCHER)) && echo yes || echo "no (Slurm ${SLURM_VERSION:-?})")")
 }
 
+# launch_available KIND: whether KIND's launcher is installed; if not, one skipped: line says
+# so (once per launcher) and the case passes without it.
+launch_available() {
+    case $1 in
+        ompi) [[ -n ${OMPI_VERSION:-} ]] && return 0 ;;
+        hydra) [[ -n ${MPICH_VERSION:-} ]] && return 0 ;;
+        *) return 0 ;;
+    esac
+    if [[ " ${LAUNCH_SKIPPED:-} " != *" $1 "* ]]; then
+        LAUNCH_SKIPPED+=" $1"
+        local what="Open MPI (openmpi-bin)"
+        [[ $1 == hydra ]] && what="MPICH's mpiexec.hydra (mpich)"
+        SKIPS+=("the $1 launcher cases: $what is not installed${E2E_LAUNCHER_MISSING_WHY:+ ($E2E_LAUNCHER_MISSING_WHY)}")
+    fi
+    return 1
+}
+
 # launch_build_cli: the release CLI that `map-by-device exec` runs (test-all.sh --prepare
 # builds it; built here where it is missing).
 launch_build_cli() {

@@ -59,6 +59,16 @@ fi
 # mpiexec.hydra.
 # shellcheck disable=SC2034 # for the scripts that source this file
 E2E_LAUNCHER_PACKAGES=(openmpi-bin mpich)
+# Beside SchedMD's slurm-smd, MPICH cannot be installed: Debian's mpich (13 and later) depends
+# on Debian's libslurm42t64, whose libslurm.so.42 slurm-smd also ships (dpkg refuses the
+# overwrite). The hydra cases then say they skipped, and why (launch.sh).
+E2E_LAUNCHER_MISSING_WHY=""
+if dpkg-query -W -f='${Status}' slurm-smd 2>/dev/null | grep -q "install ok installed"; then
+    # shellcheck disable=SC2034 # for the scripts that source this file
+    E2E_LAUNCHER_PACKAGES=(openmpi-bin)
+    # shellcheck disable=SC2034 # for the scripts that source this file
+    E2E_LAUNCHER_MISSING_WHY="Debian's mpich depends on Debian's libslurm, whose files SchedMD's slurm-smd holds"
+fi
 E2E_NODE=node1
 declare -gA E2E_PIDS=()
 E2E_MODE=""

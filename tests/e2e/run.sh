@@ -660,6 +660,7 @@ c_step_cpus() {
 # the default's rule (expect_default_ranks), and none at all for an external launcher's step. Every run is a note (the table of issue 35).
 launch_default_case() {
     local kind=$1 spec ext exts=(plain) bad=0 v
+    launch_available "$kind" || return 0
     ((EXT_LAUNCHER)) && [[ $kind != torch ]] && exts+=(ext)
     for spec in "" gpu gpu:interleave; do
         set_plugstack "topology=$FIX${spec:+ default=$spec}"
@@ -688,6 +689,7 @@ launch_default_case() {
 # default, no SPEC under default=gpu; with and without --external-launcher where srun has it.
 launch_exec_case() {
     local kind=$1 spec ext exts=(plain) bad=0 ref
+    launch_available "$kind" || return 0
     ((EXT_LAUNCHER)) && [[ $kind != torch ]] && exts+=(ext)
     launch_build_cli || { echo "no map-by-device CLI at $MBD"; return 1; }
     "$MBD" exec --help >/dev/null 2>&1 || { echo "$MBD has no exec command (issue 35)"; "$MBD" exec --help 2>&1 | head -n 3; return 1; }
@@ -724,6 +726,7 @@ c_gres_launch() {
     LAUNCH_WHERE=(--gres=gpu:2)
     set_plugstack "topology=$FIX_DRM config=$GRES_CONF default=gpu"
     for kind in ompi hydra; do
+        launch_available "$kind" || continue
         for ext in "${exts[@]}"; do
             launch "$kind" "$ext" 2 "$RPROBE"
             expect_rc 0 || { bad=1; continue; }
@@ -736,6 +739,7 @@ c_gres_launch() {
         srun_ranks 2 --gres=gpu:2 --map-by-device=gpu
         ref=$OUT
         for kind in ompi hydra; do
+            launch_available "$kind" || continue
             for ext in "${exts[@]}"; do
                 launch "$kind" "$ext" 2 "$MBD" exec gpu -- "$RPROBE"
                 expect_rc 0 && expect_same_ranks "$ref" || { echo "(exec, $kind, $ext)"; bad=1; continue; }

@@ -589,6 +589,7 @@ c_eight_twenty() {
 # run is a note (issue 35's table).
 mn_launch_default() {
     local kind=$1 ext exts=(plain) bad=0
+    launch_available "$kind" || return 0
     ((EXT_LAUNCHER)) && exts+=(ext)
     set_plugstacks "default=gpu"
     LAUNCH_WHERE=(-w "node1,node2,node3" -N3)
@@ -607,6 +608,7 @@ mn_launch_default() {
 # srun --map-by-device=gpu gives the task of its rank on its node.
 mn_launch_exec() {
     local kind=$1 ref
+    launch_available "$kind" || return 0
     launch_build_cli || { echo "no map-by-device CLI at $MBD"; return 1; }
     "$MBD" exec --help >/dev/null 2>&1 || { echo "$MBD has no exec command (issue 35)"; return 1; }
     set_plugstacks ""
