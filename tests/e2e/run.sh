@@ -1235,7 +1235,7 @@ c_no_spank_job_scripts() {
     # _epilog makes slurmd run "slurmstepd spank prolog/epilog" for every job (about 20 ms
     # each, and the job's CPUs are held until the epilog ends): this one exports neither.
     # From Slurm 25.05 on it also says that a failing init fails the job, not the node.
-    local syms want="slurm_spank_init slurm_spank_init_post_opt slurm_spank_slurmd_exit slurm_spank_task_init slurm_spank_user_init "
+    local syms want="slurm_spank_init slurm_spank_init_post_opt slurm_spank_local_user_init slurm_spank_slurmd_exit slurm_spank_task_init slurm_spank_user_init "
     syms=$(nm -D --defined-only "$E2E_PLUGIN" | awk '{print $3}' | grep '^slurm_spank_' | sort | tr '\n' ' ')
     if grep -q slurm_spank_init_failure_mode /usr/include/slurm/spank.h; then
         want="slurm_spank_init slurm_spank_init_failure_mode ${want#slurm_spank_init }"
