@@ -39,11 +39,11 @@ mod srun;
 mod step;
 
 use args::ArgsError;
-use entry::test_panic;
+use entry::{admin_log, test_panic};
 use error::{guarded, HookError, HookResult};
 use map_by_device::config::Config;
 use option::{OPTION, USAGE};
-use slurm_spank::{Context, Plugin, SpankHandle};
+use slurm_spank::{Context, LogLevel, Plugin, SpankHandle};
 use std::error::Error;
 
 mod slurm_version {
@@ -223,10 +223,15 @@ unsafe impl Plugin for MapByDevice {
     }
 
     /// In srun, before it launches the step: marks an external launcher's step (srun.rs).
+    /// Never fails srun: whatever goes wrong (even a panic) only leaves the step unmarked.
     fn local_user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        guarded("local_user_init", || {
+        let marked = guarded("local_user_init", || {
             self.srun.local_user_init(spank, self.config.as_ref(), slurm_version::SLURM_VERSION_NUMBER)
-        })
+        });
+        if let Err(e) = marked {
+            admin_log(LogLevel::Debug, &format!("external launcher's step not marked: {e}"));
+        }
+        Ok(())
     }
 
     /// In slurmstepd, once per step: the step's decision (slurmstepd.rs). Never fails.

@@ -46,7 +46,8 @@ impl State {
     /// default steps aside for it (probes.rs, [`probes::EXTERNAL_LAUNCHER_MARK`]). Only where
     /// a default is set, on a release that has the option (`slurm_version`, the
     /// `SLURM_VERSION_NUMBER` the plugin was built for); srun's environment is the job's
-    /// from here on (srun merges it after this hook, `pre_launch_srun_job`).
+    /// from here on (srun merges it after this hook, `pre_launch_srun_job`). Never fails: the
+    /// mark only spares the default, and nothing here may stop a job that asked for nothing.
     pub fn local_user_init(
         &self,
         spank: &mut SpankHandle,
@@ -64,9 +65,10 @@ impl State {
         let program = spank.job_argv_os().map(|a| a.len()).unwrap_or(0);
         let options = argv.get(1..argv.len().saturating_sub(program)).unwrap_or(&[]);
         if probes::external_launcher(options, env_value.as_deref()) {
-            spank
-                .setenv(probes::EXTERNAL_LAUNCHER_MARK, "1", true)
-                .map_err(|e| HookError::Report(format!("cannot mark the external launcher's step: {e}")))?;
+            // srun's own environment: `spank_setenv` is refused in srun ("valid only in remote
+            // context", 24.11), and srun copies its environment into the step's right after
+            // this hook (`pre_launch_srun_job`: `env_array_merge(&job->env, environ)`).
+            std::env::set_var(probes::EXTERNAL_LAUNCHER_MARK, "1");
         }
         Ok(())
     }

@@ -134,6 +134,9 @@ launch_build_cli() {
 # HYDRA_LAUNCHER_EXTRA_ARGS), as sites configure it.
 launch() {
     local kind=$1 ext=$2 n=$3 env=(LAUNCH_KIND="$1")
+    # A launcher whose srun failed may wait for its daemons for ever (mpiexec.hydra does):
+    # the case fails with exit status 124 instead of holding the suite.
+    : "${LAUNCH_TIMEOUT:=60}"
     shift 3
     # What the launcher itself sets in its ranks, never the plugin's doing (torchrun: OMP_NUM_THREADS=1).
     LAUNCH_OWN_VARS=""
@@ -142,14 +145,14 @@ launch() {
         ompi)
             env+=("${OMPI_ROOT_ENV[@]}")
             [[ $ext == ext ]] && env+=(OMPI_MCA_plm_slurm_args=--external-launcher PRTE_MCA_plm_slurm_args=--external-launcher)
-            run salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$OMPI_RUN" --allow-run-as-root -n "$n" --bind-to none "$@"
+            run timeout -k 5 "$LAUNCH_TIMEOUT" salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$OMPI_RUN" --allow-run-as-root -n "$n" --bind-to none "$@"
             ;;
         hydra)
             [[ $ext == ext ]] && env+=(HYDRA_LAUNCHER_EXTRA_ARGS=--external-launcher)
-            run salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$HYDRA_RUN" -launcher slurm -n "$n" "$@"
+            run timeout -k 5 "$LAUNCH_TIMEOUT" salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$HYDRA_RUN" -launcher slurm -n "$n" "$@"
             ;;
         torch)
-            run srun -n 1 -c "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$TORCH_LAUNCH" "$n" "$@"
+            run timeout -k 5 "$LAUNCH_TIMEOUT" srun -n 1 -c "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$TORCH_LAUNCH" "$n" "$@"
             ;;
         *)
             echo "launch: unknown launcher $kind"
