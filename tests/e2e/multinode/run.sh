@@ -583,22 +583,24 @@ c_eight_twenty() {
 }
 
 # Ranks another launcher starts (issue 35; tests/e2e/launch.sh), two per node: under the
-# admin's default=gpu, Open MPI's mpirun and MPICH's mpiexec.hydra -launcher slurm on
+# admin's default=gpu and default=gpu:interleave, Open MPI's mpirun and MPICH's mpiexec.hydra -launcher slurm on
 # node1-3 (node3 has no GPU: its ranks run unmapped), with and without
 # --external-launcher where srun has it; every rank follows the default's rule, and each
 # run is a note (issue 35's table).
 mn_launch_default() {
-    local kind=$1 ext exts=(plain) bad=0
+    local kind=$1 ext exts=(plain) bad=0 spec
     launch_available "$kind" || return 0
     ((EXT_LAUNCHER)) && exts+=(ext)
-    set_plugstacks "default=gpu"
     LAUNCH_WHERE=(-w "node1,node2,node3" -N3)
-    for ext in "${exts[@]}"; do
-        launch "$kind" "$ext" 6 "$RPROBE"
-        expect_rc 0 || { bad=1; continue; }
-        launch_note "Slurm $SLURM_VERSION, 3 nodes, $(launch_label "$kind" "$ext"), default=gpu"
-        expect_default_ranks 6 || { echo "($ext)"; bad=1; }
-        grep -q " node=node3 .*CUDA_VISIBLE_DEVICES=-" <<<"$OUT" || { echo "no rank on node3"; show; bad=1; }
+    for spec in gpu gpu:interleave; do
+        set_plugstacks "default=$spec"
+        for ext in "${exts[@]}"; do
+            launch "$kind" "$ext" 6 "$RPROBE"
+            expect_rc 0 || { bad=1; continue; }
+            launch_note "Slurm $SLURM_VERSION, 3 nodes, $(launch_label "$kind" "$ext"), default=$spec"
+            expect_default_ranks 6 || { echo "($spec, $ext)"; bad=1; }
+            grep -q " node=node3 .*CUDA_VISIBLE_DEVICES=-" <<<"$OUT" || { echo "no rank on node3"; show; bad=1; }
+        done
     done
     LAUNCH_WHERE=()
     return $bad
@@ -655,8 +657,8 @@ CASES=(
     "a batch job's #SBATCH --map-by-device reaches its steps on every node|c_batch"
     "GRES GPUs across two nodes: a step given none has none; -c above a GPU's CPUs refused, bind=none maps|c_gres"
     "20 consecutive multi-node steps, nothing left behind|c_twenty_steps"
-    "launchers: mpirun ranks on 3 nodes under default=gpu: each node's GPUs whole or none, node3 unmapped|c_launch_ompi_default"
-    "launchers: mpiexec.hydra ranks on 3 nodes under default=gpu: each node's GPUs whole or none|c_launch_hydra_default"
+    "launchers: mpirun ranks on 3 nodes under default=gpu and gpu:interleave: each node's GPUs whole or none, node3 unmapped|c_launch_ompi_default"
+    "launchers: mpiexec.hydra ranks on 3 nodes under default=gpu and gpu:interleave: each node's GPUs whole or none|c_launch_hydra_default"
     "launchers: map-by-device exec under mpirun on 2 nodes maps each rank as srun does|c_launch_ompi_exec"
     "launchers: map-by-device exec under mpiexec.hydra on 2 nodes maps each rank as srun does|c_launch_hydra_exec"
     "eight nodes: a 16-task step mapped on every node from its cache (gpu, gpu:adapters)|c_eight_nodes"
