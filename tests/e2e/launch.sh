@@ -135,7 +135,9 @@ launch_build_cli() {
 launch() {
     local kind=$1 ext=$2 n=$3 env=(LAUNCH_KIND="$1")
     # A launcher whose srun failed may wait for its daemons for ever (mpiexec.hydra does):
-    # the case fails with exit status 124 instead of holding the suite.
+    # the case fails with exit status 124 instead of holding the suite. Inside the
+    # allocation: salloc itself may be a shell function (multinode runs it in the hub's
+    # network namespace), which `timeout salloc` would bypass.
     : "${LAUNCH_TIMEOUT:=60}"
     shift 3
     # What the launcher itself sets in its ranks, never the plugin's doing (torchrun: OMP_NUM_THREADS=1).
@@ -145,14 +147,14 @@ launch() {
         ompi)
             env+=("${OMPI_ROOT_ENV[@]}")
             [[ $ext == ext ]] && env+=(OMPI_MCA_plm_slurm_args=--external-launcher PRTE_MCA_plm_slurm_args=--external-launcher)
-            run timeout -k 5 "$LAUNCH_TIMEOUT" salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$OMPI_RUN" --allow-run-as-root -n "$n" --bind-to none "$@"
+            run salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" timeout -k 5 "$LAUNCH_TIMEOUT" env "${env[@]}" "$OMPI_RUN" --allow-run-as-root -n "$n" --bind-to none "$@"
             ;;
         hydra)
             [[ $ext == ext ]] && env+=(HYDRA_LAUNCHER_EXTRA_ARGS=--external-launcher)
-            run timeout -k 5 "$LAUNCH_TIMEOUT" salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$HYDRA_RUN" -launcher slurm -n "$n" "$@"
+            run salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" timeout -k 5 "$LAUNCH_TIMEOUT" env "${env[@]}" "$HYDRA_RUN" -launcher slurm -n "$n" "$@"
             ;;
         torch)
-            run timeout -k 5 "$LAUNCH_TIMEOUT" srun -n 1 -c "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$TORCH_LAUNCH" "$n" "$@"
+            run srun -n 1 -c "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$TORCH_LAUNCH" "$n" "$@"
             ;;
         *)
             echo "launch: unknown launcher $kind"
