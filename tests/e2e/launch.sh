@@ -96,8 +96,11 @@ EOF
     OMPI_VERSION=$(dpkg-query -W -f='${Version}' openmpi-bin 2>/dev/null)
     MPICH_VERSION=$(dpkg-query -W -f='${Version}' mpich 2>/dev/null)
     SLURM_VERSION=${SLURM_VERSION:-$(slurmd -V | awk '{print $NF}')}
+    # srun --external-launcher: Slurm 23.11 and later (srun --help does not list it).
+    local major minor
+    IFS=. read -r major minor _ <<<"${SLURM_VERSION:-0.0}"
     EXT_LAUNCHER=0
-    srun --help 2>&1 | grep -q -- --external-launcher && EXT_LAUNCHER=1
+    ((10#${major:-0} * 100 + 10#${minor:-0} >= 2311)) && EXT_LAUNCHER=1
     NOTES+=("launchers: Open MPI ${OMPI_VERSION:-missing} ($OMPI_RUN), MPICH ${MPICH_VERSION:-missing} ($HYDRA_RUN -launcher slurm), srun --external-launcher: $( ((EXT_LAUNCHER)) && echo yes || echo "no (Slurm ${SLURM_VERSION:-?})")")
 }
 
@@ -143,15 +146,20 @@ launch() {
     # What the launcher itself sets in its ranks, never the plugin's doing (torchrun: OMP_NUM_THREADS=1).
     LAUNCH_OWN_VARS=""
     [[ $kind == torch ]] && LAUNCH_OWN_VARS=OMP_NUM_THREADS
+    # salloc 23.11 and later sets the launchers' srun arguments to --external-launcher itself
+    # (src/common/env.c, set_env_from_opts): a plain run removes them, so that both kinds of
+    # daemon step are tried.
+    local unset=()
+    [[ $ext != ext ]] && unset=(-u OMPI_MCA_plm_slurm_args -u PRTE_MCA_plm_slurm_args -u HYDRA_LAUNCHER_EXTRA_ARGS -u I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS)
     case $kind in
         ompi)
             env+=("${OMPI_ROOT_ENV[@]}")
             [[ $ext == ext ]] && env+=(OMPI_MCA_plm_slurm_args=--external-launcher PRTE_MCA_plm_slurm_args=--external-launcher)
-            run salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" timeout -k 5 "$LAUNCH_TIMEOUT" env "${env[@]}" "$OMPI_RUN" --allow-run-as-root -n "$n" --bind-to none "$@"
+            run salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" timeout -k 5 "$LAUNCH_TIMEOUT" env "${unset[@]}" "${env[@]}" "$OMPI_RUN" --allow-run-as-root -n "$n" --bind-to none "$@"
             ;;
         hydra)
             [[ $ext == ext ]] && env+=(HYDRA_LAUNCHER_EXTRA_ARGS=--external-launcher)
-            run salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" timeout -k 5 "$LAUNCH_TIMEOUT" env "${env[@]}" "$HYDRA_RUN" -launcher slurm -n "$n" "$@"
+            run salloc -Q -n "$n" "${LAUNCH_WHERE[@]}" timeout -k 5 "$LAUNCH_TIMEOUT" env "${unset[@]}" "${env[@]}" "$HYDRA_RUN" -launcher slurm -n "$n" "$@"
             ;;
         torch)
             run srun -n 1 -c "$n" "${LAUNCH_WHERE[@]}" env "${env[@]}" "$TORCH_LAUNCH" "$n" "$@"
