@@ -299,14 +299,7 @@ fn step_gpus(
     spec: &Spec,
     node: &Node,
 ) -> Result<Option<Vec<u32>>, GpusError> {
-    let indices = match text {
-        None => None,
-        Some(v) => match plan::parse_step_gpus(v) {
-            Ok(list) => Some(list),
-            Err(e) if plan::spec_may_use_gpus(spec) => return Err(e.into()),
-            Err(_) => None,
-        },
-    };
+    let indices = plan::step_gpus_for(text, spec)?;
     if !slurm_sets_step_gpus || !plan::spec_may_use_gpus(spec) {
         return Ok(indices);
     }

@@ -65,6 +65,17 @@ pub fn parse_step_gpus(text: &str) -> Result<Vec<u32>, StepGpusError> {
     }
 }
 
+/// The step's GPU list from `SLURM_STEP_GPUS` (`text`), for `spec`: unreadable text refuses
+/// a spec that may use GPUs and is ignored by one that cannot (the plugin and `exec` alike).
+pub fn step_gpus_for(text: Option<&str>, spec: &Spec) -> Result<Option<Vec<u32>>, StepGpusError> {
+    match text.map(parse_step_gpus) {
+        None => Ok(None),
+        Some(Ok(list)) => Ok(Some(list)),
+        Some(Err(e)) if spec_may_use_gpus(spec) => Err(e),
+        Some(Err(_)) => Ok(None),
+    }
+}
+
 /// What a step's `CUDA_VISIBLE_DEVICES` (or `ROCR_VISIBLE_DEVICES`) says, as Slurm wrote it
 /// where its gres/gpu plugin runs: indices (the usual form), GPU UUIDs (gres.conf
 /// `Flags=env_uuid`, 26.05), or MIG instances (`MIG-<uuid>`, always UUIDs on 26.05).

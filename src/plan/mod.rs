@@ -25,8 +25,8 @@ mod pair;
 mod types;
 
 pub use facts::{
-    parse_step_gpus, spec_may_use_gpus, visible_devices, visible_gpus, StepFacts, StepGpusError, VisibleDevices,
-    VisibleGpusError, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
+    parse_step_gpus, spec_may_use_gpus, step_gpus_for, visible_devices, visible_gpus, StepFacts, StepGpusError,
+    VisibleDevices, VisibleGpusError, MAX_GPU_INDEX, MAX_STEP_GPUS_TEXT,
 };
 pub use order::{device_order, interleave, named_device, DeviceOrder, Near};
 pub use types::{FixKind, IdentityFix, Paired, Plan, PlanError, RootWords, TaskPlan};

@@ -203,14 +203,7 @@ fn facts(
         step_gpus: None,
     };
     crate::inputs::facts_fit(&facts, node)?;
-    let step_gpus = match env.get("SLURM_STEP_GPUS") {
-        None => None,
-        Some(v) => match plan::parse_step_gpus(v) {
-            Ok(list) => Some(list),
-            Err(e) if plan::spec_may_use_gpus(spec) => return Err(e.into()),
-            Err(_) => None,
-        },
-    };
+    let step_gpus = plan::step_gpus_for(env.get("SLURM_STEP_GPUS").map(String::as_str), spec)?;
     let step_gpus = if plan::spec_may_use_gpus(spec) { visible(env, node, step_gpus)? } else { step_gpus };
     Ok(StepFacts { step_gpus, ..facts })
 }
